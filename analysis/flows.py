@@ -1,0 +1,127 @@
+"""Flow-level quantities over the columnar arrays of analysis.packets.
+
+Everything here is vectorised numpy over whole columns: a run's captures hold
+hundreds of thousands of packets and a campaign thousands of runs.
+A flow is one direction of one connection: (connection index, direction).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.packets import Connections, Packets
+
+
+def by_server_port(conns: Connections, port: int) -> np.ndarray:
+    """Indices of connections with `port` on the responder side (or, if the SYN was
+    missed and the initiator guessed wrong, on the initiator side)."""
+    return np.flatnonzero((conns["dport"] == port) | (conns["sport"] == port))
+
+
+def direction_from_port(conns: Connections, conn: int, port: int) -> int:
+    """The direction whose sender uses `port` (0 = initiator's direction)."""
+    return 0 if int(conns["sport"][conn]) == port else 1
+
+
+def largest(conns: Connections, candidates: np.ndarray) -> int | None:
+    """The candidate connection that carried the most unique bytes (e.g. iperf3's data
+    connection rather than its control connection), None if there is none."""
+    if len(candidates) == 0:
+        return None
+    totals = conns["unique_bytes"][candidates].sum(axis=1)
+    return int(candidates[int(np.argmax(totals))])
+
+
+def same_connection(conns: Connections, other: Connections, conn: int) -> int | None:
+    """Index in `other` (another capture) of the connection with the same 4-tuple.
+
+    Captures at different points see the same addresses (no NAT in the testbed);
+    if the tuple was reused, the last connection wins, as in the capture order.
+    """
+    a = (int(conns["src"][conn]), int(conns["sport"][conn]))
+    b = (int(conns["dst"][conn]), int(conns["dport"][conn]))
+    fwd = (other["src"] == a[0]) & (other["sport"] == a[1]) & (other["dst"] == b[0]) & (other["dport"] == b[1])
+    rev = (other["src"] == b[0]) & (other["sport"] == b[1]) & (other["dst"] == a[0]) & (other["dport"] == a[1])
+    hits = np.flatnonzero(fwd | rev)
+    return int(hits[-1]) if len(hits) else None
+
+
+def flow_mask(pk: Packets, conn: int, direction: int) -> np.ndarray:
+    return (pk["conn"] == conn) & (pk["dir"] == direction)
+
+
+def delivered_bytes(conns: Connections, conn: int, direction: int) -> int:
+    """Unique payload bytes of one direction seen at this capture point."""
+    return int(conns["unique_bytes"][conn, direction])
+
+
+def sent_bytes(conns: Connections, conn: int, direction: int) -> int:
+    """Payload bytes including retransmissions."""
+    return int(conns["total_bytes"][conn, direction])
+
+
+def retransmitted_segments(conns: Connections, conn: int, direction: int) -> int:
+    return int(conns["retx_pkts"][conn, direction])
+
+
+def syn_time(conns: Connections, conn: int) -> float:
+    """Time of the initiator's first SYN (NaN if not captured)."""
+    return float(conns["syn_ts"][conn])
+
+
+def last_new_data_time(pk: Packets, conn: int, direction: int) -> float:
+    """Arrival of the last packet that carried a byte not seen before (NaN if no data)."""
+    m = flow_mask(pk, conn, direction) & (pk["newbytes"] > 0)
+    return float(pk["ts"][m].max()) if m.any() else float("nan")
+
+
+def bytes_in_window(pk: Packets, conn: int, direction: int, t0: float, t1: float) -> int:
+    """New (first-seen) payload bytes with t0 <= ts <= t1: the window is closed so a
+    flow's own first and last packets count when the window is its lifetime."""
+    m = flow_mask(pk, conn, direction) & (pk["ts"] >= t0) & (pk["ts"] <= t1)
+    return int(pk["newbytes"][m].sum(dtype=np.int64))
+
+
+def segments_missing(
+    before: Packets, conn_before: int, dir_before: int,
+    after: Packets, conn_after: int | None, dir_after: int,
+) -> int:
+    """Data segments seen at `before` but not at `after` (e.g. dropped by a queue).
+
+    Segments are matched by (seq, payload length, IP ID) as a multiset: a
+    retransmission has a new IP ID, so each transmission is counted on its own.
+    """
+    def keys(pk: Packets, conn: int, d: int) -> np.ndarray:
+        m = flow_mask(pk, conn, d) & (pk["payload"] > 0)
+        return (pk["seq"][m].astype(np.uint64) << np.uint64(32)) | (
+            pk["payload"][m].astype(np.uint64) << np.uint64(16)) | pk["ipid"][m].astype(np.uint64)
+
+    k_in = keys(before, conn_before, dir_before)
+    if conn_after is None:
+        return len(k_in)
+    u_in, n_in = np.unique(k_in, return_counts=True)
+    u_out, n_out = np.unique(keys(after, conn_after, dir_after), return_counts=True)
+    _, i_in, i_out = np.intersect1d(u_in, u_out, assume_unique=True, return_indices=True)
+    return int(n_in.sum() - np.minimum(n_in[i_in], n_out[i_out]).sum())
+
+
+def rolling_mbps(ts: np.ndarray, nbytes: np.ndarray, window_s: float, at: np.ndarray) -> np.ndarray:
+    """Average rate in Mbit/s over the trailing window (t - window_s, t] for each t in `at`.
+
+    This is the rolling average over one RTT of the Blitzstart paper's Fig. 1 and 3;
+    cumulative sums make it O((n + m) log n) for n packets and m sample times.
+    """
+    order = np.argsort(ts, kind="stable")
+    t_sorted = ts[order]
+    cum = np.concatenate(([0], np.cumsum(nbytes[order], dtype=np.int64)))
+    hi = np.searchsorted(t_sorted, at, side="right")
+    lo = np.searchsorted(t_sorted, at - window_s, side="right")
+    return (cum[hi] - cum[lo]) * 8 / window_s / 1e6
+
+
+def flow_rolling_mbps(pk: Packets, conn: int | None, direction: int, window_s: float, at: np.ndarray) -> np.ndarray:
+    """rolling_mbps of one flow's new bytes; zeros for an absent flow."""
+    if conn is None:
+        return np.zeros(len(at))
+    m = flow_mask(pk, conn, direction)
+    return rolling_mbps(pk["ts"][m], pk["newbytes"][m], window_s, at)

@@ -1,0 +1,136 @@
+"""Packet captures as columnar arrays.
+
+The per-packet work (parsing, connection tracking, retransmission detection) is
+done by the native extractor `startlab-pcapcols`, which writes one .npy file per
+column; this module runs it, caches its output next to the capture and loads the
+arrays. It is the only Python code that knows the on-disk column format.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from machine.errors import UserError
+
+FORMAT_VERSION = 1
+REPO = Path(__file__).resolve().parent.parent
+EXTRACTOR = REPO / "target" / "release" / "startlab-pcapcols"
+
+PACKET_COLUMNS = (
+    "ts", "src", "dst", "sport", "dport", "seq", "ack", "flags", "win",
+    "payload", "ipid", "conn", "dir", "retx", "newbytes",
+)
+# Per-connection columns; "_0"/"_1" are the directions (0 = from the initiator).
+CONN_COLUMNS = ("src", "dst", "sport", "dport", "first_ts", "last_ts", "syn_ts")
+CONN_DIR_COLUMNS = ("pkts", "data_pkts", "total_bytes", "unique_bytes", "retx_pkts")
+
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+
+@dataclass(frozen=True)
+class Packets:
+    """Per-packet arrays of every IPv4 TCP packet of a capture, in capture order.
+
+    Columns: ts (s), src, dst, sport, dport, seq, ack, flags, win, payload (TCP
+    payload length from the IP header), ipid, conn (index into Connections), dir
+    (0 = sent by the connection's initiator), retx (1 = data segment covering bytes
+    already sent in that direction) and newbytes (payload bytes seen for the first time).
+    """
+
+    columns: dict[str, np.ndarray]
+    meta: dict
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def __len__(self) -> int:
+        return len(self.columns["ts"])
+
+
+@dataclass(frozen=True)
+class Connections:
+    """One row per TCP connection (direction-independent 4-tuple).
+
+    src/sport is the initiator, dst/dport the responder. Per-direction columns are
+    2-column arrays indexed [conn, dir]: pkts, data_pkts, total_bytes (payload incl.
+    retransmissions), unique_bytes, retx_pkts. syn_ts is NaN when the SYN was not captured.
+    """
+
+    columns: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def __len__(self) -> int:
+        return len(self.columns["src"])
+
+
+@dataclass(frozen=True)
+class Capture:
+    path: Path
+    packets: Packets
+    conns: Connections
+
+
+def cache_dir(pcap: Path) -> Path:
+    """Where a capture's columns live: cap-client.pcap -> cap-client.cols/."""
+    return pcap.with_suffix(".cols")
+
+
+def _cache_is_fresh(pcap: Path, cols: Path) -> bool:
+    meta = cols / "meta.json"
+    if not meta.is_file() or meta.stat().st_mtime < pcap.stat().st_mtime:
+        return False
+    try:
+        return json.loads(meta.read_text()).get("format_version") == FORMAT_VERSION
+    except (OSError, ValueError):
+        return False
+
+
+def extract(pcap: Path, extractor: Path = EXTRACTOR) -> Path:
+    """Runs the extractor unless its cached output is newer than the capture.
+
+    Writes into a temporary directory renamed into place, so an interrupted run or
+    a concurrent analysis never leaves a half-written cache that looks complete.
+    """
+    pcap = Path(pcap)
+    if not pcap.is_file():
+        raise UserError(f"capture not found: {pcap}")
+    cols = cache_dir(pcap)
+    if _cache_is_fresh(pcap, cols):
+        return cols
+    if not extractor.is_file():
+        raise UserError(
+            f"pcap extractor not built: {extractor} is missing; run "
+            "`cargo build --release -p startlab-pcapcols` in the repository"
+        )
+    tmp = cols.with_name(f"{cols.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    proc = subprocess.run([str(extractor), str(pcap), str(tmp)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        msg = proc.stderr.strip().splitlines()
+        raise UserError(msg[-1] if msg else f"startlab-pcapcols failed on {pcap} (exit {proc.returncode})")
+    shutil.rmtree(cols, ignore_errors=True)
+    os.replace(tmp, cols)
+    return cols
+
+
+def load(pcap: Path) -> Capture:
+    """The packets and connections of a capture (extracting it if needed)."""
+    cols = extract(Path(pcap))
+    meta = json.loads((cols / "meta.json").read_text())
+    packets = {name: np.load(cols / f"{name}.npy") for name in PACKET_COLUMNS}
+    conns = {name: np.load(cols / f"conns_{name}.npy") for name in CONN_COLUMNS}
+    for name in CONN_DIR_COLUMNS:
+        conns[name] = np.stack(
+            [np.load(cols / f"conns_{name}_{d}.npy") for d in (0, 1)], axis=1
+        ).reshape(-1, 2)
+    return Capture(Path(pcap), Packets(packets, meta), Connections(conns))

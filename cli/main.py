@@ -1,0 +1,204 @@
+"""Subcommands of run.py. Each one is a few lines that call the stage that does the work."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from dataclasses import asdict
+
+from cli.output import emit_json, table, yes_no
+from machine.errors import UserError
+
+
+def cmd_doctor(args) -> int:
+    from machine.capabilities import doctor
+    report = doctor()
+    if args.json:
+        emit_json(asdict(report))
+        return 0 if not report.problems else 1
+    print(f"kernel           {report.kernel}")
+    print("qdiscs           " + ", ".join(f"{k}: {yes_no(v)}" for k, v in report.qdiscs.items()))
+    print(f"BTF              {yes_no(report.btf)} (/sys/kernel/btf/vmlinux)")
+    print(f"BPF struct_ops   {yes_no(report.bpf_struct_ops)} (TCP congestion control in BPF)")
+    print(f"cgroup v2        {report.cgroup2 or 'not mounted'}")
+    print(f"bpffs            {report.bpffs or 'not mounted (startlab mounts it when needed)'}")
+    print(f"OVS datapath     {yes_no(report.ovs_datapath)}")
+    print("tools            " + ", ".join(f"{k} {v or 'MISSING'}" for k, v in report.tools.items()))
+    print(f"delay backend    {report.delay_backend or 'NONE'}: {report.delay_reason}")
+    print(f"switch           {report.switch}: {report.switch_reason}")
+    if not report.qdiscs.get("netem"):
+        print("note             no sch_netem in this kernel: delay comes from startlab's delay line")
+    for problem in report.problems:
+        print(f"PROBLEM          {problem}")
+    return 0 if not report.problems else 1
+
+
+def cmd_fidelity(args) -> int:
+    from scenarios.fidelity import measure
+    from topologies.profiles import get_profile
+    profile = get_profile(args.profile)
+    result = measure(profile, delay_backend=args.delay_backend, pings=args.pings)
+    if args.json:
+        emit_json(result)
+    else:
+        print(f"profile {result['profile']} (delay: {result['delay_backend']})")
+        print(f"  RTT      configured {result['rtt_configured_ms']} ms, mean {result['rtt_mean_ms']} ms, "
+              f"p99 {result['rtt_p99_ms']} ms over {result['rtt_samples']} pings")
+        print(f"  goodput  {result['goodput_mbps']} Mbit/s of ideal {result['goodput_ideal_mbps']} Mbit/s "
+              f"({100 * result['goodput_fraction']:.1f} %) at {result['rate_configured_mbps']} Mbit/s configured")
+        print(f"  delay element drops {result['delay_drops']}, reorders {result['delay_reorders']}")
+        print(f"  {'ok' if result['ok'] else 'NOT ok: ' + ', '.join(k for k, v in result['checks'].items() if not v)}")
+    return 0 if result["ok"] else 1
+
+
+def cmd_list(args) -> int:
+    if args.what == "profiles":
+        from topologies.profiles import load_profiles
+        profiles = load_profiles()
+        if args.json:
+            emit_json({name: p.as_dict() for name, p in profiles.items()})
+            return 0
+        rows = [[p.name, p.topology, f"{p.down_mbps:g}", f"{p.up_mbps:g}", f"{p.rtt_ms:g}",
+                 p.buffer_packets("down"), f"{p.bdp_packets('down'):.0f}", p.mtu, p.source]
+                for p in profiles.values()]
+        print(table(rows, ["profile", "topology", "down Mbit/s", "up Mbit/s", "RTT ms",
+                           "buffer pkts", "BDP pkts", "MTU", "source"]))
+        return 0
+    if args.what == "scenarios":
+        from scenarios.spec import list_scenarios
+        items = list_scenarios()
+        if args.json:
+            emit_json(items)
+            return 0
+        print(table([[s["name"], s["path"], s["runs"], s["description"]] for s in items],
+                    ["scenario", "file", "runs", "description"]))
+        return 0
+    from hosts.variants import VARIANTS
+    if args.json:
+        emit_json({name: v.describe() for name, v in VARIANTS.items()})
+        return 0
+    print(table([[name, v.describe()["summary"]] for name, v in VARIANTS.items()], ["variant", "what"]))
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from machine.cleanup import clean
+    removed = clean(force=args.force)
+    if args.json:
+        emit_json({"removed": removed})
+    elif removed:
+        print("removed:\n  " + "\n  ".join(removed))
+    else:
+        print("nothing of startlab's to remove")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from scenarios.runner import run_campaign_cli
+    return run_campaign_cli(args)
+
+
+def cmd_analyze(args) -> int:
+    from scenarios.runner import analyze_cli
+    return analyze_cli(args)
+
+
+def cmd_report(args) -> int:
+    from scenarios.runner import report_cli
+    return report_cli(args)
+
+
+def cmd_compare(args) -> int:
+    from scenarios.runner import compare_cli
+    return compare_cli(args)
+
+
+def cmd_demo(args) -> int:
+    from scenarios.runner import demo_cli
+    return demo_cli(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="run.py", description=(
+        "startlab: race TCP startup schemes over emulated access networks (Mininet)."))
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("doctor", help="kernel and tool capabilities, and the backends startlab will use")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("fidelity", help="build a profile's network and check its RTT, goodput and drops")
+    p.add_argument("profile", metavar="PROFILE", help="link profile (see: run.py list profiles)")
+    p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"],
+                   help="delay element in the core (default: netem if the kernel has it, else the delay line)")
+    p.add_argument("--pings", type=int, default=200, help="RTT samples (default 200, at least 100)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_fidelity)
+
+    p = sub.add_parser("list", help="list profiles, scenarios or variants")
+    p.add_argument("what", choices=["profiles", "scenarios", "variants"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="run a scenario: emulate, capture, analyse, report")
+    p.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file (see: run.py list scenarios)")
+    p.add_argument("--profiles", help="comma-separated subset of the scenario's profiles")
+    p.add_argument("--sizes", help="comma-separated object sizes, e.g. 70KB,2MB")
+    p.add_argument("--variants", help="comma-separated subset of the scenario's variants")
+    p.add_argument("--reps", type=int, help="repetitions per (profile, size, variant)")
+    p.add_argument("--out", help="campaign directory (default results/<scenario>/<timestamp>); "
+                                 "an existing one is resumed: finished runs are skipped")
+    p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"])
+    p.add_argument("--json", action="store_true", help="print the summary path and per-variant figures as JSON")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("analyze", help="re-analyse a campaign's captures (no emulation, no root)")
+    p.add_argument("dir", metavar="DIR", help="campaign directory")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("report", help="write summary and report.html of an analysed campaign")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="compare two campaigns' summaries (e.g. last night vs tonight)")
+    p.add_argument("old", metavar="OLD_DIR")
+    p.add_argument("new", metavar="NEW_DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("clean", help="remove what startlab created (and nothing else)")
+    p.add_argument("--force", action="store_true",
+                   help="also remove instances whose owner process is still running")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("demo", help="a small comparison on the embedded smoke scenario")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def _terminate_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so every `with Network(...)` tears down."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, handler)
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    _terminate_on_sigterm()
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"startlab: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("startlab: interrupted; everything it created was removed", file=sys.stderr)
+        return 130

@@ -1,0 +1,103 @@
+"""Variants: which implementation, with which parameters, on which host role.
+
+The catalogue lives in hosts/variants.yaml; scenarios may define more inline with the
+same fields. Installing a variant is a loop over roles, whatever the scheme.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from config import yamlfile
+from config.yamlfile import Fields
+from hosts.implementations.base import ROLES, Implementation, InstallContext
+from hosts.implementations.linux_tcp import LinuxTcp
+from machine.errors import UserError
+
+CATALOGUE_FILE = Path(__file__).with_name("variants.yaml")
+
+IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(),)}
+
+
+@dataclass
+class RolePart:
+    impl: Implementation
+    params: dict
+
+
+@dataclass
+class Variant:
+    name: str
+    summary: str
+    parts: dict[str, RolePart] = field(default_factory=dict)   # role -> part
+
+    def describe(self) -> dict:
+        return {"summary": self.summary,
+                "roles": {role: {"impl": p.impl.name, **p.params} for role, p in self.parts.items()}}
+
+    def install(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext]) -> None:
+        """Install every part; on failure, remove what was installed and re-raise."""
+        done = []
+        try:
+            for role, part in self.parts.items():
+                for node in nodes_by_role.get(role, []):
+                    part.impl.install(node, role, part.params, contexts[node.name])
+                    done.append((role, part, node))
+        except BaseException:
+            for role, part, node in reversed(done):
+                part.impl.remove(node, role, part.params, contexts[node.name])
+            raise
+
+    def remove(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext]) -> None:
+        errors = []
+        for role, part in self.parts.items():
+            for node in nodes_by_role.get(role, []):
+                try:
+                    part.impl.remove(node, role, part.params, contexts[node.name])
+                except Exception as exc:
+                    errors.append(f"{node.name}: {exc}")
+        if errors:
+            raise RuntimeError("removing variant parts failed: " + "; ".join(errors))
+
+
+def parse_variant(path: Path | str, name: str, fields: Fields) -> Variant:
+    """A variant from its YAML mapping, every bad field reported with file and line."""
+    fields.unknown({"summary", *ROLES})
+    variant = Variant(name=name, summary=fields.text("summary", ""))
+    for role in ROLES:
+        if not fields.has(role):
+            continue
+        part = fields.sub(role)
+        impl_name = part.text("impl", choices=sorted(IMPLEMENTATIONS))
+        impl = IMPLEMENTATIONS[impl_name]
+        if role not in impl.roles:
+            raise part.error("impl", f"{impl_name} has no part for role '{role}' "
+                                     f"(it has: {', '.join(impl.roles)})")
+        given = {k: v for k, v in part.data.items() if k != "impl"}
+        try:
+            params = impl.resolve(given)
+        except KeyError as exc:
+            key = exc.args[0]
+            raise part.error(key, f"unknown parameter of {impl_name} "
+                                  f"(known: {', '.join(impl.params)})") from None
+        except ValueError as exc:
+            key, _, problem = str(exc).partition(": ")
+            raise part.error(key, problem) from None
+        variant.parts[role] = RolePart(impl, params)
+    return variant
+
+
+def load_catalogue(path: Path = CATALOGUE_FILE) -> dict[str, Variant]:
+    top = Fields(path, yamlfile.load(path), "")
+    top.unknown({"format", "variants"})
+    table = top.sub("variants")
+    return {name: parse_variant(path, name, table.sub(name)) for name in table.data}
+
+
+VARIANTS = load_catalogue()
+
+
+def get_variant(name: str) -> Variant:
+    if name not in VARIANTS:
+        raise UserError(f"unknown variant '{name}' (choices: {', '.join(VARIANTS)})")
+    return VARIANTS[name]

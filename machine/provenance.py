@@ -1,0 +1,30 @@
+"""Where a result came from: code revision, kernel, tool versions (for every meta.json)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_revision() -> str | None:
+    """HEAD's commit, with '-dirty' when tracked files differ from it."""
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if not rev:
+        return None
+    return rev + ("-dirty" if dirty else "")
+
+
+@lru_cache(maxsize=1)
+def provenance() -> dict:
+    from machine.capabilities import tool_versions
+    return {"git_rev": git_revision(), "kernel": os.uname().release, "machine": os.uname().nodename,
+            "cpus": os.cpu_count(), "tools": tool_versions()}

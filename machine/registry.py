@@ -1,0 +1,168 @@
+"""What startlab created on this machine, so it can be removed by name and PID.
+
+Every emulation instance (one Mininet network with its processes) owns a JSON file in
+REGISTRY_DIR. It lists the root-namespace links and bridges, the processes (PID plus
+their start time, so a recycled PID is never signalled) and the pinned BPF objects it
+made. Teardown removes exactly these; `run.py clean` does the same for instances whose
+owner died without tearing down. Nothing that is not listed here, or that does not carry
+the PREFIX in its name, is ever touched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
+
+PREFIX = "stl"                      # every node, link and bridge name starts with it
+REGISTRY_DIR = Path(os.environ.get("STARTLAB_REGISTRY", "/run/startlab"))
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # comm may contain spaces and parentheses: split after the last ')'.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+@dataclass
+class Instance:
+    """One emulation instance and everything it made."""
+    id: str
+    owner_pid: int
+    owner_start: int | None
+    created: float
+    processes: list[dict] = field(default_factory=list)   # {pid, start, what}
+    links: list[str] = field(default_factory=list)        # root-namespace links
+    bridges: list[str] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)         # bpffs paths
+
+    @property
+    def path(self) -> Path:
+        return REGISTRY_DIR / f"{self.id}.json"
+
+    @property
+    def prefix(self) -> str:
+        """Name prefix of this instance's nodes and links (5 chars: room for -ethN)."""
+        return self.id
+
+    # -- recording ---------------------------------------------------------------
+    def save(self) -> None:
+        REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, self.path)
+
+    def add_process(self, pid: int, what: str) -> None:
+        self.processes.append({"pid": pid, "start": process_start_time(pid), "what": what})
+        self.save()
+
+    def add_link(self, name: str) -> None:
+        self.links.append(name)
+        self.save()
+
+    def add_bridge(self, name: str) -> None:
+        self.bridges.append(name)
+        self.save()
+
+    def add_pin(self, path: str) -> None:
+        self.pins.append(path)
+        self.save()
+
+    def owner_alive(self) -> bool:
+        return self.owner_start is not None and process_start_time(self.owner_pid) == self.owner_start
+
+    # -- removal -------------------------------------------------------------------
+    def remove_all(self) -> list[str]:
+        """Remove everything listed; return what was actually removed (for `clean`)."""
+        removed: list[str] = []
+        for proc in reversed(self.processes):
+            if terminate(proc["pid"], proc.get("start")):
+                removed.append(f"process {proc['what']} ({proc['pid']})")
+        for name in self.bridges:
+            if _run(["ip", "link", "del", name]):
+                removed.append(f"bridge {name}")
+        for name in self.links:
+            if _run(["ip", "link", "del", name]):
+                removed.append(f"link {name}")
+        for pin in self.pins:
+            try:
+                os.unlink(pin)
+                removed.append(f"pin {pin}")
+            except FileNotFoundError:
+                pass
+        self.path.unlink(missing_ok=True)
+        return removed
+
+
+def new_instance() -> Instance:
+    """A fresh instance with a short random id such as 'stl3f' (PREFIX + 2 hex chars)."""
+    REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+    while True:
+        ident = PREFIX + secrets.token_hex(1)
+        if not (REGISTRY_DIR / f"{ident}.json").exists():
+            break
+    inst = Instance(id=ident, owner_pid=os.getpid(), owner_start=process_start_time(os.getpid()),
+                    created=time.time())
+    inst.save()
+    return inst
+
+
+def load_instances() -> list[Instance]:
+    out = []
+    if not REGISTRY_DIR.is_dir():
+        return out
+    for path in sorted(REGISTRY_DIR.glob(f"{PREFIX}*.json")):
+        try:
+            out.append(Instance(**json.loads(path.read_text())))
+        except (OSError, ValueError, TypeError):
+            continue
+    return out
+
+
+def terminate(pid: int, start: int | None, grace_s: float = 2.0) -> bool:
+    """SIGTERM, then SIGKILL, a process we started; False if it is gone or not ours.
+
+    The start time must match the one recorded, so a PID reused by someone else's
+    process is left alone.
+    """
+    if start is None or process_start_time(pid) != start:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if process_start_time(pid) != start:
+            return True
+        _reap(pid)
+        time.sleep(0.02)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return True
+    for _ in range(100):
+        _reap(pid)
+        if process_start_time(pid) != start:
+            break
+        time.sleep(0.01)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _run(cmd: list[str]) -> bool:
+    return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0

@@ -1,0 +1,114 @@
+"""Fidelity check of one profile: does the emulated path deliver the RTT and rate it claims?
+
+Builds the path, measures base RTT with ping and bulk downstream goodput with iperf3
+through the bottleneck, reads the delay element's own drop counter, and judges:
+RTT mean within max(0.5 ms, 1 %) of the configured RTT, goodput ≥ 98 % of the
+payload-limited ideal, zero drops in the delay element.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from hosts.process import NodeProcess, wait_until
+from topologies.network import Network
+from topologies.profiles import LinkProfile
+
+RTT_TOLERANCE_MS = 0.5
+RTT_TOLERANCE_REL = 0.01
+GOODPUT_MIN_FRACTION = 0.98
+IPERF_PORT = 5201
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, int(round(q / 100 * (len(ordered) - 1)))))
+    return ordered[index]
+
+
+def ping_rtts(client, server_ip: str, count: int, interval_s: float) -> list[float]:
+    out = client.cmd(f"ping -n -c {count} -i {interval_s} -W 5 {server_ip}")
+    return [float(m) for m in re.findall(r"time=([\d.]+) ms", out)]
+
+
+def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path) -> dict:
+    """Downstream iperf3 (server sends) goodput measured at the receiver, warm-up omitted."""
+    n = net.names
+    server, client = net.host(n.server(1)), net.host(n.client(1))
+    srv = NodeProcess(server, ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], net.instance,
+                      "iperf3 server", log_path=workdir / "iperf3-server.log")
+    try:
+        wait_until(lambda: f":{IPERF_PORT}" in server.cmd(f"ss -ltnH sport = :{IPERF_PORT}"), 5)
+        out_path = workdir / "iperf3-client.json"
+        cli = NodeProcess(client, ["iperf3", "-c", n.server_ip(1), "-p", str(IPERF_PORT), "-R", "-J",
+                                   "-t", f"{seconds:.0f}", "-O", f"{omit_s:.0f}"],
+                          net.instance, "iperf3 client", log_path=out_path)
+        rc = cli.wait(timeout=seconds + omit_s + 30)
+        cli.stop()
+        if rc != 0:
+            raise RuntimeError(f"iperf3 failed (exit {rc}): {cli.output()[-500:]}")
+        report = json.loads(cli.output())
+        received = report["end"]["sum_received"]
+        return {"goodput_bps": received["bits_per_second"],
+                "retransmits": report["end"]["sum_sent"].get("retransmits")}
+    finally:
+        srv.stop()
+
+
+def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 200,
+            workdir: Path | None = None) -> dict:
+    """Run the fidelity check; returns the figures DESIGN.md names (and a few more)."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="startlab-fidelity-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    rtt_cfg_ms = profile.rtt_ms
+    # Long enough to leave slow start far behind on the slowest, longest paths.
+    omit_s = max(2.0, 10 * profile.rtt_s)
+    seconds = max(8.0, 20 * profile.rtt_s)
+    t0 = time.monotonic()
+    with Network(profile, workdir) as net:
+        n = net.names
+        client = net.host(n.client(1))
+        # One warm-up ping, then the measured ones, spaced so they never queue behind each other.
+        ping_rtts(client, n.server_ip(1), 1, 0.2)
+        interval = max(0.01, min(0.05, profile.rtt_s / 10))
+        rtts = ping_rtts(client, n.server_ip(1), pings, interval)
+        bulk = bulk_goodput_bps(net, seconds, omit_s, workdir)
+        backend = net.delay_backend_name
+        queue_drops = net.queue_drops()
+    delay_stats = net.delay_stats
+    if len(rtts) < pings * 0.99:
+        raise RuntimeError(f"only {len(rtts)} of {pings} pings were answered")
+    rtt_mean = statistics.fmean(rtts)
+    ideal = profile.goodput_ideal_bps("down")
+    delay_drops = sum(int(s.get("drops") or 0) for s in delay_stats)
+    rtt_ok = abs(rtt_mean - rtt_cfg_ms) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_REL * rtt_cfg_ms)
+    goodput_ok = bulk["goodput_bps"] >= GOODPUT_MIN_FRACTION * ideal
+    result = {
+        "profile": profile.name,
+        "delay_backend": backend,
+        "rtt_configured_ms": rtt_cfg_ms,
+        "rtt_mean_ms": round(rtt_mean, 3),
+        "rtt_p99_ms": round(percentile(rtts, 99), 3),
+        "rtt_min_ms": round(min(rtts), 3),
+        "rtt_samples": len(rtts),
+        "rate_configured_mbps": profile.down_mbps,
+        "goodput_mbps": round(bulk["goodput_bps"] / 1e6, 3),
+        "goodput_ideal_mbps": round(ideal / 1e6, 3),
+        "goodput_fraction": round(bulk["goodput_bps"] / ideal, 4),
+        "tcp_retransmits": bulk["retransmits"],
+        "queue_drops": queue_drops,
+        "delay_drops": delay_drops,
+        "delay_reorders": sum(int(s.get("reorders") or 0) for s in delay_stats),
+        "delay_lateness_us": [s.get("lateness_us") for s in delay_stats],
+        "delay_cpu_s": [s.get("cpu_s") for s in delay_stats],
+        "setup_s": round(net.timings.get("setup_s", 0), 3),
+        "teardown_s": round(net.timings.get("teardown_s", 0), 3),
+        "wall_s": round(time.monotonic() - t0, 2),
+        "checks": {"rtt": rtt_ok, "goodput": goodput_ok, "delay_drops": delay_drops == 0},
+    }
+    result["ok"] = all(result["checks"].values())
+    return result

@@ -1,0 +1,214 @@
+"""Per-run metrics on synthetic runs whose every answer is known by construction."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis import packets
+from analysis.metrics import run_metrics
+from machine.errors import UserError
+from pcapcraft import ACK, FIN, MSS, PSH, Conversation, DumbbellCaptures
+
+RTT = 0.022  # one way 10 ms down + 10 ms up + 1 ms queue each way, roughly
+CLIENT = "10.0.0.1"
+
+
+@pytest.fixture(autouse=True)
+def _extractor_built() -> None:
+    if not packets.EXTRACTOR.is_file():
+        pytest.fail(f"{packets.EXTRACTOR} missing: build it with "
+                    "`cargo build --release -p startlab-pcapcols`")
+
+
+@dataclass
+class Run:
+    """A synthetic run plus the answers the analysis must find."""
+
+    caps: DumbbellCaptures = field(default_factory=DumbbellCaptures)
+    syn_ts: float = 0.0
+    end_ts: float = 0.0
+    short_bytes: int = 0
+    short_sent_bytes: int = 0
+    short_lost: int = 0
+    short_retx: int = 0
+    long_bytes: int = 0
+    long_retx: int = 0
+    long_lost: int = 0
+    long_arrivals: list[tuple[float, int]] = field(default_factory=list)  # (client time, new bytes)
+    short_arrivals: list[tuple[float, int]] = field(default_factory=list)
+
+
+def add_long_flow(run: Run, t0: float, t1: float, drop_every: int = 0) -> None:
+    """iperf3: a small control connection, then a bulk data connection on 5201 sending
+    one MSS per ms; every `drop_every`-th segment is dropped and resent 30 ms later."""
+    caps = run.caps
+    ctl = Conversation(CLIENT, 50000, "10.0.1.2", 5201, client_isn=77, server_isn=88)
+    caps.upstream(ctl.syn(t0 - 0.1))
+    caps.downstream(ctl.synack(t0 - 0.1 + 0.011))
+    caps.upstream(ctl.from_client(t0 - 0.07, 0, 200, ipid=1))
+    caps.downstream(ctl.from_server(t0 - 0.06, 0, 300, ipid=1))
+    data = Conversation(CLIENT, 50001, "10.0.1.2", 5201, client_isn=1, server_isn=3_000_000_000)
+    caps.upstream(data.syn(t0 - 0.05))
+    caps.downstream(data.synack(t0 - 0.05 + 0.011))
+    i = 0
+    while t0 + i * 0.001 < t1:
+        t = t0 + 0.0005 + i * 0.001
+        dropped = drop_every > 0 and i % drop_every == drop_every - 1
+        caps.downstream(data.from_server(t, i * MSS, MSS, ipid=i), dropped=dropped)
+        if dropped:
+            run.long_lost += 1
+            run.long_retx += 1
+            caps.downstream(data.from_server(t + 0.030, i * MSS, MSS, ipid=60000 + i))
+            run.long_arrivals.append((caps.client_time(t + 0.030), MSS))
+        else:
+            run.long_arrivals.append((caps.client_time(t), MSS))
+        run.long_bytes += MSS
+        i += 1
+
+
+def add_short_flow(run: Run, syn_ts: float, size: int, drops: set[int], spurious: set[int],
+                   server_isn: int = 5000) -> None:
+    """curl fetching `size` response bytes from lighttpd; segments in `drops` are lost
+    at the queue and resent after the others, those in `spurious` are resent needlessly."""
+    caps = run.caps
+    c = Conversation(CLIENT, 40000, "10.0.1.1", 80, server_isn=server_isn)
+    run.syn_ts = syn_ts
+    caps.upstream(c.syn(syn_ts))
+    caps.downstream(c.synack(syn_ts + 0.0107))
+    caps.upstream(c.from_client(syn_ts + 0.0223, 0, 90, ipid=1, flags=ACK | PSH))
+    nseg = math.ceil(size / MSS)
+    first = syn_ts + 0.0335
+    ipid = 100
+    for i in range(nseg):
+        t = first + i * 0.0004
+        n = min(MSS, size - i * MSS)
+        caps.downstream(c.from_server(t, i * MSS, n, ipid=ipid), dropped=i in drops)
+        ipid += 1
+        run.short_sent_bytes += n
+        if i not in drops:
+            run.short_arrivals.append((caps.client_time(t), n))
+    resend = first + nseg * 0.0004 + RTT
+    for k, i in enumerate(sorted(drops | spurious)):
+        t = resend + k * 0.0004
+        n = min(MSS, size - i * MSS)
+        caps.downstream(c.from_server(t, i * MSS, n, ipid=ipid))
+        ipid += 1
+        run.short_sent_bytes += n
+        run.short_retx += 1
+        if i in drops:
+            run.short_arrivals.append((caps.client_time(t), n))
+    run.short_lost = len(drops)
+    run.short_bytes = size
+    run.end_ts = max(t for t, _ in run.short_arrivals)
+    caps.downstream(c.from_server(run.end_ts + 0.001, size, 0, ipid=ipid, flags=ACK | FIN))
+    caps.upstream(c.from_client(run.end_ts + 0.002, 90, 0, flags=ACK | FIN))
+
+
+def spec(size: int, long: bool = True) -> dict:
+    return {"short": {"server_port": 80, "size_bytes": size},
+            "long": {"server_port": 5201} if long else None,
+            "rtt_s": RTT, "rate_bps": 10e6}
+
+
+def in_window(arrivals: list[tuple[float, int]], t0: float, t1: float) -> int:
+    return sum(n for t, n in arrivals if t0 <= t <= t1)
+
+
+SIZE = 70_000
+
+
+@pytest.fixture
+def competing(tmp_path: Path) -> tuple[Run, dict]:
+    run = Run()
+    add_long_flow(run, 1.0, 4.0, drop_every=97)
+    nseg = math.ceil(SIZE / MSS)
+    add_short_flow(run, 2.2, SIZE, drops={3, 17, nseg - 1}, spurious={5})
+    run.caps.write(tmp_path)
+    return run, run_metrics(tmp_path, spec(SIZE))
+
+
+def test_short_flow_figures(competing: tuple[Run, dict]) -> None:
+    run, m = competing
+    s = m["short"]
+    assert s["syn_ts"] == pytest.approx(run.syn_ts, abs=1e-6)
+    # The last segment was dropped, so the flow ends with its retransmission.
+    assert s["end_ts"] == pytest.approx(run.end_ts, abs=1e-6)
+    assert s["fct_s"] == pytest.approx(run.end_ts - run.syn_ts, abs=2e-6)
+    assert s["bytes"] == run.short_bytes and s["complete"]
+    assert s["lost_pkts"] == run.short_lost == 3
+    assert s["retx_pkts"] == run.short_retx == 4
+    assert s["inflation"] == pytest.approx(run.short_sent_bytes / run.short_bytes, rel=1e-12)
+
+
+def test_long_flow_and_fairness(competing: tuple[Run, dict]) -> None:
+    run, m = competing
+    assert m["long"] == {"bytes": run.long_bytes, "retx_pkts": run.long_retx, "lost_pkts": run.long_lost}
+    expected = (in_window(run.short_arrivals, run.syn_ts, run.end_ts)
+                / in_window(run.long_arrivals, run.syn_ts, run.end_ts))
+    assert m["fairness_ratio"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_throughput_series(competing: tuple[Run, dict]) -> None:
+    run, m = competing
+    tp = m["throughput"]
+    t = np.array(tp["t"])
+    assert t[0] < 0 < t[-1]  # starts before the SYN, relative to it
+    assert np.all(np.diff(t) > 0) and np.diff(t).max() < 0.01
+    for i in range(0, len(t), 37):
+        at = t[i] + run.syn_ts
+        for arrivals, got in ((run.short_arrivals, tp["short_mbps"][i]), (run.long_arrivals, tp["long_mbps"][i])):
+            nbytes = sum(n for ta, n in arrivals if at - RTT < ta <= at)
+            assert got == pytest.approx(nbytes * 8 / RTT / 1e6, abs=2e-3), at
+
+
+def test_result_is_json(competing: tuple[Run, dict]) -> None:
+    _, m = competing
+    back = json.loads(json.dumps(m, allow_nan=False))
+    assert back["counts"]["client"]["connections"] == 3
+    assert back["counts"]["bneck_in"]["tcp_packets"] == back["counts"]["bneck_out"]["tcp_packets"] + \
+        m["short"]["lost_pkts"] + m["long"]["lost_pkts"]
+
+
+def test_short_flow_alone_across_sequence_wrap(tmp_path: Path) -> None:
+    run = Run()
+    size = 200_000
+    add_short_flow(run, 0.5, size, drops={10, 60}, spurious={61, 62}, server_isn=2**32 - 50 * MSS)
+    run.caps.write(tmp_path)
+    m = run_metrics(tmp_path, spec(size, long=False))
+    assert m["long"] is None and m["fairness_ratio"] is None
+    assert m["short"]["bytes"] == size
+    assert (m["short"]["lost_pkts"], m["short"]["retx_pkts"]) == (2, 4)
+    assert m["short"]["fct_s"] == pytest.approx(run.end_ts - run.syn_ts, abs=2e-6)
+    assert max(m["throughput"]["long_mbps"]) == 0
+
+
+def test_incomplete_transfer_is_flagged(tmp_path: Path) -> None:
+    run = Run()
+    add_short_flow(run, 0.5, 10_000, drops=set(), spurious=set())
+    run.caps.write(tmp_path)
+    m = run_metrics(tmp_path, spec(20_000, long=False))
+    assert m["short"]["bytes"] == 10_000 and not m["short"]["complete"]
+    assert (m["short"]["lost_pkts"], m["short"]["retx_pkts"], m["short"]["inflation"]) == (0, 0, 1.0)
+
+
+def test_missing_capture_names_it(tmp_path: Path) -> None:
+    run = Run()
+    add_short_flow(run, 0.5, 10_000, drops=set(), spurious=set())
+    run.caps.write(tmp_path)
+    (tmp_path / "cap-bneck-out.pcap").unlink()
+    with pytest.raises(UserError, match="cap-bneck-out.pcap"):
+        run_metrics(tmp_path, spec(10_000, long=False))
+
+
+def test_missing_long_flow_is_an_error(tmp_path: Path) -> None:
+    run = Run()
+    add_short_flow(run, 0.5, 10_000, drops=set(), spurious=set())
+    run.caps.write(tmp_path)
+    with pytest.raises(UserError, match="5201"):
+        run_metrics(tmp_path, spec(10_000, long=True))

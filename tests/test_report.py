@@ -1,0 +1,296 @@
+"""Loading, summary files, plots and reports on small synthetic campaigns written to tmp dirs.
+
+The runs are built so that every figure can be worked out by hand: per repetition r the
+baseline's FCT is base + r ms, "blitz" is 100 ms faster (significantly better, loses
+more packets), "cautious" is 20 ms slower (significant but within one 50 ms RTT).
+"""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from analysis.plots import cdf_figure, median_fct_run, variant_colours
+from analysis.records import load_campaign, size_label
+from analysis.report import VERDICTS, format_table, verdict, write_report
+from analysis.summary import COLUMNS, write_summary
+from machine.errors import UserError
+
+BASE_FCT = {70_000: 0.2, 2_000_000: 1.5}
+FCT_OFFSET = {"slowstart": 0.0, "blitz": -0.1, "cautious": 0.02}
+REQUIRED = ["profile", "size_bytes", "variant", "runs", "fct_mean_s", "fct_median_s",
+            "fct_ci_low_s", "fct_ci_high_s", "loss_mean_pkts", "retx_mean_pkts", "fairness_median"]
+FURTHER = ["loss_median_pkts", "inflation_mean", "fct_diff_s", "fct_diff_ci_low_s",
+           "fct_diff_ci_high_s", "fct_ratio", "fct_significant", "fct_within_one_rtt",
+           "loss_diff_pkts", "loss_ratio", "loss_significant", "anova_fct_p"]
+T975_DF3 = 3.182446305284263
+T975_DF6 = 2.446911851144969
+
+
+def lost(variant: str, rep: int) -> int:
+    return 10 + rep if variant == "blitz" else 1 + rep % 2
+
+
+def write_run(root: Path, run_id: str, meta: dict, metrics: dict | None) -> None:
+    run = root / run_id
+    run.mkdir()
+    (run / "meta.json").write_text(json.dumps(meta))
+    if metrics is not None:
+        (run / "metrics.json").write_text(json.dumps(metrics))
+
+
+def make_campaign(root: Path, variants=("slowstart", "blitz", "cautious"), sizes=(70_000, 2_000_000),
+                  profiles=("dsl", "lte"), reps=4, long_flow=True) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "campaign.json").write_text(json.dumps({
+        "format": 1, "scenario": "competing", "baseline": "slowstart", "variants": list(variants),
+        "profiles": list(profiles), "sizes": [size_label(s) for s in sizes], "reps": reps,
+        "seed": 1, "started": "2024-05-01T10:00:00+00:00"}))
+    for profile in profiles:
+        for size in sizes:
+            for variant in variants:
+                for rep in range(reps):
+                    run_id = f"{profile}-{size_label(size)}-{variant}-{rep}"
+                    loss = lost(variant, rep)
+                    meta = {"format": 1, "run_id": run_id, "scenario": "competing", "profile": profile,
+                            "size_bytes": size, "variant": variant, "rep": rep, "status": "done",
+                            "profile_params": {"rtt_ms": 50.0, "down_mbps": 25.0, "buffer_ms": 50},
+                            "git_rev": "0123abc", "kernel": "6.18.0-test"}
+                    metrics = {
+                        "format": 1,
+                        "short": {"fct_s": BASE_FCT[size] + FCT_OFFSET[variant] + rep * 0.001,
+                                  "bytes": size + loss * 1448, "lost_pkts": loss, "retx_pkts": loss,
+                                  "inflation": (size + loss * 1448) / size},
+                        "long": {"bytes": 5_000_000, "retx_pkts": 2, "lost_pkts": 2} if long_flow else None,
+                        "fairness_ratio": 0.5 + 0.1 * rep if long_flow else None,
+                        "throughput": {"t": [0.0, 0.1, 0.2], "short_mbps": [0.0, 10.0, 12.0],
+                                       "long_mbps": [25.0, 15.0, 13.0] if long_flow else [0.0, 0.0, 0.0]},
+                    }
+                    write_run(root, run_id, meta, metrics)
+    return root
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open() as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def row_of(rows: list[dict[str, str]], profile: str, size: int, variant: str) -> dict[str, str]:
+    [row] = [r for r in rows if (r["profile"], r["size_bytes"], r["variant"]) == (profile, str(size), variant)]
+    return row
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory) -> Path:
+    """A campaign with three variants, analysed once (drawing figures is the slow part)."""
+    root = make_campaign(tmp_path_factory.mktemp("full") / "campaign")
+    write_report(root)
+    return root
+
+
+# ------------------------------------------------------------------ loading
+
+def test_load_skips_interrupted_runs_and_other_directories(tmp_path):
+    root = make_campaign(tmp_path / "c", variants=("slowstart",), sizes=(70_000,), profiles=("dsl",), reps=2)
+    meta = json.loads((root / "dsl-70KB-slowstart-0" / "meta.json").read_text())
+    write_run(root, "running", {**meta, "run_id": "running", "status": "running"},
+              json.loads((root / "dsl-70KB-slowstart-0" / "metrics.json").read_text()))
+    write_run(root, "no-metrics", {**meta, "run_id": "no-metrics"}, None)
+    (root / "plots").mkdir()
+    campaign, records = load_campaign(root)
+    assert campaign["baseline"] == "slowstart"
+    assert sorted(r["run_id"] for r in records) == ["dsl-70KB-slowstart-0", "dsl-70KB-slowstart-1"]
+    rec = records[0]
+    assert rec["rtt_s"] == 0.05 and rec["rate_bps"] == 25e6
+    assert rec["git_rev"] == "0123abc"
+
+
+def test_load_rejects_a_directory_that_is_not_a_campaign(tmp_path):
+    with pytest.raises(UserError, match="not a campaign"):
+        load_campaign(tmp_path)
+
+
+def test_load_rejects_an_unknown_format(tmp_path):
+    root = make_campaign(tmp_path / "c", variants=("slowstart",), sizes=(70_000,), profiles=("dsl",), reps=1)
+    (root / "campaign.json").write_text(json.dumps({"format": 99, "baseline": "slowstart"}))
+    with pytest.raises(UserError, match="format"):
+        load_campaign(root)
+
+
+def test_load_reports_an_incomplete_run(tmp_path):
+    root = make_campaign(tmp_path / "c", variants=("slowstart",), sizes=(70_000,), profiles=("dsl",), reps=1)
+    write_run(root, "broken", {"format": 1, "status": "done", "run_id": "broken"}, {"format": 1})
+    with pytest.raises(UserError, match="broken"):
+        load_campaign(root)
+
+
+# ------------------------------------------------------------------ summary.csv / summary.json
+
+def test_csv_columns_and_rows(full):
+    columns, rows = read_csv(full / "summary.csv")
+    assert columns[:len(REQUIRED)] == REQUIRED
+    assert columns[len(REQUIRED):len(REQUIRED) + len(FURTHER)] == FURTHER
+    assert len(rows) == 2 * 2 * 3
+    assert [r["variant"] for r in rows[:3]] == ["slowstart", "blitz", "cautious"]
+    assert [(r["profile"], r["size_bytes"]) for r in rows[::3]] == [
+        ("dsl", "70000"), ("dsl", "2000000"), ("lte", "70000"), ("lte", "2000000")]
+
+
+def test_csv_baseline_figures_by_hand(full):
+    _, rows = read_csv(full / "summary.csv")
+    base = row_of(rows, "dsl", 70_000, "slowstart")
+    assert base["runs"] == "4"
+    assert float(base["fct_mean_s"]) == pytest.approx(0.2015)
+    assert float(base["fct_median_s"]) == pytest.approx(0.2015)
+    half = T975_DF3 * math.sqrt(1.6666666e-6) / 2  # sd of 0, 1, 2, 3 ms over sqrt(4)
+    assert float(base["fct_ci_low_s"]) == pytest.approx(0.2015 - half, abs=1e-8)
+    assert float(base["fct_ci_high_s"]) == pytest.approx(0.2015 + half, abs=1e-8)
+    assert float(base["loss_mean_pkts"]) == 1.5 and float(base["retx_mean_pkts"]) == 1.5
+    assert float(base["fairness_median"]) == pytest.approx(0.65)
+    for column in FURTHER[2:-1]:  # the comparison columns, not the ANOVA
+        assert base[column] == "", column
+
+
+def test_csv_comparison_by_hand(full):
+    _, rows = read_csv(full / "summary.csv")
+    blitz = row_of(rows, "dsl", 70_000, "blitz")
+    half = T975_DF6 * math.sqrt(2 * 1.6666666e-6 / 4)  # equal variances and n: Welch df = 6
+    assert float(blitz["fct_diff_s"]) == pytest.approx(-0.1)
+    assert float(blitz["fct_diff_ci_low_s"]) == pytest.approx(-0.1 - half, abs=1e-8)
+    assert float(blitz["fct_diff_ci_high_s"]) == pytest.approx(-0.1 + half, abs=1e-8)
+    assert float(blitz["fct_ratio"]) == pytest.approx(0.1015 / 0.2015)
+    assert blitz["fct_significant"] == "true" and blitz["fct_within_one_rtt"] == "false"
+    assert float(blitz["loss_diff_pkts"]) == 10.0 and float(blitz["loss_ratio"]) == pytest.approx(11.5 / 1.5)
+    assert blitz["loss_significant"] == "true"
+    assert float(blitz["anova_fct_p"]) < 1e-6
+
+    cautious = row_of(rows, "dsl", 70_000, "cautious")
+    assert cautious["fct_significant"] == "true" and cautious["fct_within_one_rtt"] == "true"
+    assert float(cautious["loss_diff_pkts"]) == 0.0 and cautious["loss_significant"] == "false"
+
+
+def test_summary_json(full):
+    document = json.loads((full / "summary.json").read_text())
+    assert document["format"] == 1
+    assert document["campaign"]["scenario"] == "competing"
+    assert document["columns"] == COLUMNS
+    assert len(document["rows"]) == 12
+    assert document["rows"][0]["fct_diff_s"] is None and document["rows"][1]["fct_significant"] is True
+
+
+def test_no_competing_flow_leaves_fairness_empty(tmp_path):
+    root = make_campaign(tmp_path / "c", sizes=(70_000,), profiles=("dsl",), reps=3, long_flow=False)
+    write_report(root)
+    _, rows = read_csv(root / "summary.csv")
+    assert [r["fairness_median"] for r in rows] == ["", "", ""]
+    assert "slowstart" in (root / "report.html").read_text()
+
+
+def test_single_repetition_has_no_intervals(tmp_path):
+    root = make_campaign(tmp_path / "c", sizes=(70_000,), profiles=("dsl",), reps=1)
+    campaign, records = load_campaign(root)
+    write_summary(root, campaign, records)
+    _, rows = read_csv(root / "summary.csv")
+    for row in rows:
+        assert row["fct_ci_low_s"] == row["fct_ci_high_s"] == "" and row["anova_fct_p"] == ""
+    blitz = row_of(rows, "dsl", 70_000, "blitz")
+    assert float(blitz["fct_diff_s"]) == pytest.approx(-0.1)
+    assert blitz["fct_diff_ci_low_s"] == "" and blitz["fct_significant"] == "false"
+    write_report(root)  # and the report copes too
+    assert "not significant" in (root / "report.md").read_text()
+
+
+# ------------------------------------------------------------------ reports and figures
+
+def test_report_files_exist_and_embed_the_figures(full):
+    pngs = sorted((full / "plots").glob("*.png"))
+    # per profile one CDF and one box figure, per (profile, size) one throughput figure
+    assert len(pngs) == 2 * 2 + 2 * 2
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    page = (full / "report.html").read_text()
+    assert page.count("src='data:image/png;base64,") == len(pngs)
+    assert "src='plots/" not in page and "http" not in page  # self-contained
+    assert not list(full.glob(".*.tmp"))  # atomic writes left nothing behind
+
+
+def test_report_html_has_the_comparison_table_and_metadata(full):
+    page = (full / "report.html").read_text()
+    for text in ("slowstart", "blitz", "cautious", "dsl", "lte", "70KB", "2MB",
+                 "0123abc", "6.18.0-test", "2024-05-01T10:00:00+00:00", "48 of 48"):
+        assert text in page, text
+    assert f"background:{VERDICTS['better'].colour}" in page  # blitz FCT
+    assert f"background:{VERDICTS['worse'].colour}" in page  # blitz loss
+    assert f"background:{VERDICTS['same_rtt'].colour}" in page  # cautious FCT
+    assert f"background:{VERDICTS['not_significant'].colour}" in page  # cautious loss
+    assert "-100 ms" in page and "×2.0" in page  # 0.1015 s vs 0.2015 s
+    for v in VERDICTS.values():
+        assert v.meaning in page  # the legend
+
+
+def test_report_markdown(full):
+    text = (full / "report.md").read_text()
+    assert "| profile | size | variant | FCT change | loss change |" in text
+    assert "| dsl | 70KB | blitz | ▼ -100 ms (×2.0) better | ▲ +10 (×7.7) worse |" in text
+    assert "| dsl | 70KB | cautious | ◆ +20 ms (×1.1) within 1 RTT |" in text
+
+
+def test_only_the_baseline(tmp_path):
+    root = make_campaign(tmp_path / "c", variants=("slowstart",), sizes=(70_000,), profiles=("dsl",), reps=3)
+    write_report(root)
+    assert "Only the baseline variant ran" in (root / "report.html").read_text()
+    assert "Only the baseline variant ran" in (root / "report.md").read_text()
+    _, rows = read_csv(root / "summary.csv")
+    assert len(rows) == 1 and rows[0]["anova_fct_p"] == ""
+
+
+def test_format_table(full):
+    rows = json.loads((full / "summary.json").read_text())["rows"]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split()[:3] == ["profile", "size", "variant"]
+    body = [line for line in lines[2:] if line.startswith(("dsl", "lte"))]
+    assert len(body) == 12
+    assert body[1].split()[:4] == ["dsl", "70KB", "blitz", "4"]
+    assert "-100 ms (×2.0) ▼" in body[1]
+
+
+def test_verdicts():
+    row = {"fct_diff_s": -0.3, "fct_significant": True, "fct_within_one_rtt": False,
+           "loss_diff_pkts": 2.0, "loss_significant": False}
+    assert verdict(row, "fct") == "better" and verdict(row, "loss") == "not_significant"
+    assert verdict({**row, "fct_within_one_rtt": True}, "fct") == "same_rtt"
+    assert verdict({**row, "fct_diff_s": 0.3}, "fct") == "worse"
+    assert verdict({**row, "fct_diff_s": None}, "fct") is None
+
+
+def test_median_fct_run_takes_the_lower_middle():
+    runs = [{"run_id": str(i), "short": {"fct_s": fct}} for i, fct in enumerate([3.0, 1.0, 4.0, 2.0])]
+    assert median_fct_run(runs)["run_id"] == "3"  # FCT 2.0 of 1, 2, 3, 4
+
+
+def test_cdf_figure_labels_every_panel(full):
+    _, records = load_campaign(full)
+    rows = [(s, [r for r in records if r["profile"] == "dsl" and r["size_bytes"] == s]) for s in (70_000, 2_000_000)]
+    variants = ["slowstart", "blitz", "cautious"]
+    fig = cdf_figure("dsl", rows, variants, variant_colours(variants), "slowstart")
+    axes = fig.get_axes()
+    assert [ax.get_xlabel() for ax in axes[:3]] == [
+        "flow completion time (s)", "fairness ratio (short ÷ long bytes)", "lost packets of the short flow"]
+    assert axes[0].get_title() == "dsl, 70KB: flow completion time"
+    assert axes[3].get_title() == "dsl, 2MB: flow completion time"
+    assert [t.get_text() for t in axes[0].get_legend().get_texts()] == ["slowstart (baseline)", "blitz", "cautious"]
+    colours = [line.get_color() for line in axes[0].get_lines()[:3]]
+    assert colours == [variant_colours(variants)[v] for v in variants]
+
+
+def test_missing_inflation_is_left_out_of_the_mean(tmp_path):
+    root = make_campaign(tmp_path / "c", variants=("slowstart",), sizes=(70_000,), profiles=("dsl",), reps=2)
+    metrics_file = root / "dsl-70KB-slowstart-0" / "metrics.json"
+    metrics = json.loads(metrics_file.read_text())
+    metrics["short"]["inflation"] = None
+    metrics_file.write_text(json.dumps(metrics))
+    campaign, records = load_campaign(root)
+    [row] = write_summary(root, campaign, records)
+    assert row["inflation_mean"] == pytest.approx((70_000 + 2 * 1448) / 70_000)  # rep 1 lost 2 packets

@@ -1,0 +1,140 @@
+"""Link profiles (topologies/profiles.yaml) and the arithmetic derived from them.
+
+One place for every figure that follows from a profile: bandwidth-delay product,
+bottleneck buffer in packets and bytes, tbf burst, payload-limited goodput.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, asdict
+from pathlib import Path
+
+from config import yamlfile
+from config.yamlfile import Fields
+from machine.errors import UserError
+
+PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
+
+ETH_HEADER = 14          # tbf counts the Ethernet header in every packet's length
+IP_HEADER = 20
+TCP_HEADER = 32          # 20 + 12 bytes of timestamps option, as Linux sends by default
+
+# Limits that catch typos (a rate in bit/s written into a Mbit/s field) without
+# forbidding odd but real links.
+MAX_RATE_MBPS = 10_000
+MAX_RTT_MS = 10_000
+MAX_BUFFER_PKTS = 100_000
+
+# tc tbf on this kernel under-shapes with a burst of one MTU: when a packet must wait for
+# tokens, the watchdog timer fires 40-60 us late and the tokens of that slack are lost
+# because the bucket cannot hold more than the burst. A bucket holding TBF_SLACK_S worth
+# of tokens absorbs that lateness, so the delivered rate stays within 1 %.
+TBF_SLACK_S = 250e-6
+TBF_MIN_BURST_PKTS = 2
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    name: str
+    down_mbps: float
+    up_mbps: float
+    rtt_ms: float
+    buffer_pkts: int | None = None
+    buffer_ms: float | None = None
+    mtu: int = 1500
+    topology: str = "dumbbell"
+    source: str = ""
+
+    # -- derived figures ------------------------------------------------------------
+    def rate_bps(self, direction: str) -> float:
+        """Link-layer rate in bit/s of 'down' (server → client) or 'up'."""
+        if direction not in ("down", "up"):
+            raise ValueError(direction)
+        return (self.down_mbps if direction == "down" else self.up_mbps) * 1e6
+
+    @property
+    def frame_bytes(self) -> int:
+        """Size of a full-MTU frame as tbf counts it."""
+        return self.mtu + ETH_HEADER
+
+    @property
+    def mss(self) -> int:
+        return self.mtu - IP_HEADER - TCP_HEADER
+
+    @property
+    def rtt_s(self) -> float:
+        return self.rtt_ms / 1000.0
+
+    def bdp_bytes(self, direction: str = "down") -> float:
+        return self.rate_bps(direction) * self.rtt_s / 8
+
+    def bdp_packets(self, direction: str = "down") -> float:
+        return self.bdp_bytes(direction) / self.frame_bytes
+
+    def buffer_packets(self, direction: str = "down") -> int:
+        """Bottleneck queue in full-size packets (at least one)."""
+        if self.buffer_pkts is not None:
+            return self.buffer_pkts
+        seconds = (self.buffer_ms or 0.0) / 1000.0
+        return max(1, round(self.rate_bps(direction) * seconds / 8 / self.frame_bytes))
+
+    def buffer_bytes(self, direction: str = "down") -> int:
+        """tbf `limit`: bytes that may wait for tokens."""
+        return self.buffer_packets(direction) * self.frame_bytes
+
+    def tbf_burst_bytes(self, direction: str = "down") -> int:
+        """Smallest bucket that keeps tbf's delivered rate within 1 % here (see TBF_SLACK_S)."""
+        slack = self.rate_bps(direction) / 8 * TBF_SLACK_S
+        packets = max(TBF_MIN_BURST_PKTS, math.ceil(slack / self.frame_bytes))
+        return packets * self.frame_bytes
+
+    def goodput_ideal_bps(self, direction: str = "down") -> float:
+        """TCP payload rate of a saturated link: rate × MSS / (MSS + all headers)."""
+        return self.rate_bps(direction) * self.mss / self.frame_bytes
+
+    def one_way_delay_s(self, hops: int = 1) -> float:
+        """Delay each of `hops` core delay elements adds per direction."""
+        return self.rtt_s / 2 / hops
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(buffer_packets_down=self.buffer_packets("down"),
+                 buffer_packets_up=self.buffer_packets("up"),
+                 bdp_packets_down=round(self.bdp_packets("down"), 1))
+        return d
+
+
+def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
+    fields.unknown({"down_mbps", "up_mbps", "rtt_ms", "buffer_pkts", "buffer_ms", "mtu",
+                    "topology", "source"})
+    down = fields.number("down_mbps", low=0.001, high=MAX_RATE_MBPS)
+    up = fields.number("up_mbps", low=0.001, high=MAX_RATE_MBPS)
+    rtt = fields.number("rtt_ms", low=0.1, high=MAX_RTT_MS)
+    if fields.has("buffer_pkts") == fields.has("buffer_ms"):
+        raise fields.error("buffer_pkts", "give exactly one of buffer_pkts or buffer_ms")
+    buffer_pkts = buffer_ms = None
+    if fields.has("buffer_pkts"):
+        buffer_pkts = int(fields.number("buffer_pkts", low=1, high=MAX_BUFFER_PKTS, integer=True))
+    else:
+        buffer_ms = fields.number("buffer_ms", low=0.1, high=MAX_RTT_MS)
+    mtu = int(fields.number("mtu", 1500, low=576, high=9000, integer=True))
+    topology = fields.text("topology", "dumbbell", choices=["dumbbell", "chain"])
+    return LinkProfile(name=name, down_mbps=down, up_mbps=up, rtt_ms=rtt, buffer_pkts=buffer_pkts,
+                       buffer_ms=buffer_ms, mtu=mtu, topology=topology,
+                       source=fields.text("source", ""))
+
+
+def load_profiles(path: Path = PROFILES_FILE) -> dict[str, LinkProfile]:
+    data = yamlfile.load(path)
+    top = Fields(path, data, "")
+    top.unknown({"format", "profiles"})
+    table = top.sub("profiles")
+    return {name: _parse(path, name, table.sub(name)) for name in table.data}
+
+
+def get_profile(name: str) -> LinkProfile:
+    """The named profile; an unknown name is an error listing the valid ones."""
+    profiles = load_profiles()
+    if name not in profiles:
+        raise UserError(f"unknown profile '{name}' (choices: {', '.join(profiles)})")
+    return profiles[name]
