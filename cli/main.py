@@ -202,3 +202,6 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("startlab: interrupted; everything it created was removed", file=sys.stderr)
         return 130
+    except BrokenPipeError:          # output piped into `head` and the like
+        sys.stderr.close()
+        return 0

@@ -43,6 +43,7 @@ class Instance:
     links: list[str] = field(default_factory=list)        # root-namespace links
     bridges: list[str] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)         # bpffs paths
+    sysctls: dict = field(default_factory=dict)           # root-namespace key -> value to restore
 
     @property
     def path(self) -> Path:
@@ -76,6 +77,11 @@ class Instance:
         self.pins.append(path)
         self.save()
 
+    def add_sysctl_restore(self, key: str, original: str) -> None:
+        """Remember a root-namespace sysctl's original value (the first one wins)."""
+        self.sysctls.setdefault(key, original)
+        self.save()
+
     def owner_alive(self) -> bool:
         return self.owner_start is not None and process_start_time(self.owner_pid) == self.owner_start
 
@@ -97,6 +103,14 @@ class Instance:
                 os.unlink(pin)
                 removed.append(f"pin {pin}")
             except FileNotFoundError:
+                pass
+        for key, original in self.sysctls.items():
+            path = Path("/proc/sys") / key.replace(".", "/")
+            try:
+                if path.read_text().strip() != original:
+                    path.write_text(original)
+                    removed.append(f"sysctl {key} restored to '{original}'")
+            except OSError:
                 pass
         self.path.unlink(missing_ok=True)
         return removed

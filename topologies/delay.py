@@ -151,13 +151,16 @@ def set_single_cpu_rps(node, intf: str, cpu: int) -> None:
 
     veth hands frames to the per-CPU backlog of whichever CPU sends; without a fixed RPS
     CPU, frames sent from different CPUs can overtake each other (reordering at high
-    rates). Mininet hosts share the root mount namespace, so /sys/class/net there shows
-    the root namespace's devices: the mask is written through a fresh sysfs mounted in a
-    private mount namespace entered from the node's network namespace.
+    rates). Depending on the Mininet version a host's /sys may still show the root
+    namespace's devices, so the mask is written through a fresh sysfs, mounted (on a
+    temporary directory, in a private mount namespace) from the node's network namespace:
+    that view always shows the node's own devices.
     """
     mask = rps_mask(cpu)
-    script = (f"mount -t sysfs sysfs /sys && for q in /sys/class/net/{intf}/queues/rx-*; do "
-              f"echo {mask} > $q/rps_cpus || exit 1; done && cat /sys/class/net/{intf}/queues/rx-*/rps_cpus")
+    script = (f"d=$(mktemp -d /tmp/stlsys.XXXXXX) || exit 1; "
+              f"mount -t sysfs sysfs $d && for q in $d/class/net/{intf}/queues/rx-*; do "
+              f"echo {mask} > $q/rps_cpus || exit 1; done && cat $d/class/net/{intf}/queues/rx-*/rps_cpus; "
+              f"rc=$?; umount $d; rmdir $d; exit $rc")
     out = check_cmd(node, "unshare -m --propagation private sh -c " + shlex.quote(script))
     got = {line.strip().replace(",", "").lstrip("0") for line in out.split() if line.strip()}
     if got != {mask.replace(",", "").lstrip("0")}:
@@ -235,19 +238,25 @@ class NetemDelay(DelayBackend):
 class DelayLine(DelayBackend):
     """The userspace AF_PACKET delay line (hosts/delayline) in the core node.
 
-    `cpus` pins the a→b and b→a threads; the default puts them on CPUs 0 and 1 when the
-    machine has two or more, and steers each interface's receive work to the CPU of the
-    opposite direction's thread so that one CPU is not both receiving and sending a flow.
+    Order is kept by single-CPU RPS masks on the core's interfaces (frames then always
+    enter one backlog), not by pinning: on a machine shared with other CPU-bound work a
+    pinned thread must wait for its one CPU, which costs milliseconds of lateness.
+    `cpus` pins the a→b and b→a threads anyway where a machine is reserved for the run.
+    The threads run SCHED_FIFO (priority `rt_priority`, 0 = normal scheduling) so that a
+    release is not delayed by a time slice of another process; they never spin longer
+    than 100 µs, so they cannot monopolise a CPU.
     """
     name = "delayline"
 
-    def __init__(self, binary: Path | None = None, cpus: tuple[int, int] | None = None) -> None:
+    def __init__(self, binary: Path | None = None, cpus: tuple[int, int] | None = None,
+                 rps_cpu: int = 0, rt_priority: int = 10) -> None:
         found = binary or delayline_binary()
         if found is None:
             raise UserError(f"the delay line is not built; {BUILD_HINT}")
         self.binary = found
-        ncpu = os.cpu_count() or 1
-        self.cpus = cpus if cpus is not None else ((0, 1) if ncpu >= 2 else (0, 0))
+        self.cpus = cpus
+        self.rps_cpu = rps_cpu
+        self.rt_priority = rt_priority
         self.proc: subprocess.Popen | None = None
         self.stats_path: Path | None = None
         self.stderr_path: Path | None = None
@@ -257,7 +266,7 @@ class DelayLine(DelayBackend):
         return [str(self.binary), "--if-a", intf_a, "--if-b", intf_b,
                 "--delay-ab-us", str(round(delay_ab_s * 1e6)), "--delay-ba-us", str(round(delay_ba_s * 1e6)),
                 "--ring-ab-bytes", str(ring_ab), "--ring-ba-bytes", str(ring_ba), "--stats", str(stats),
-                "--cpu-a", str(self.cpus[0]), "--cpu-b", str(self.cpus[1])]
+                *(["--cpu-a", str(self.cpus[0]), "--cpu-b", str(self.cpus[1])] if self.cpus else [])]
 
     def start(self, node, intf_a, intf_b, delay_ab_s, delay_ba_s, rate_ab_bps, rate_ba_bps,
               workdir, instance) -> None:
@@ -266,15 +275,18 @@ class DelayLine(DelayBackend):
         self.stats_path = workdir / "delayline-stats.json"
         self.stats_path.unlink(missing_ok=True)
         self.stderr_path = workdir / "delayline.stderr"
-        # Receive work of intf_a feeds the a→b thread: run it on the other CPU.
-        set_single_cpu_rps(node, intf_a, self.cpus[1])
-        set_single_cpu_rps(node, intf_b, self.cpus[0])
+        set_single_cpu_rps(node, intf_a, self.rps_cpu)
+        set_single_cpu_rps(node, intf_b, self.rps_cpu)
         cmd = self.command(intf_a, intf_b, delay_ab_s, delay_ba_s, ring_bytes(rate_ab_bps, delay_ab_s),
                            ring_bytes(rate_ba_bps, delay_ba_s), self.stats_path)
         with open(self.stderr_path, "wb") as err:
             self.proc = node.popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
         instance.add_process(self.proc.pid, "delayline")
         self._wait_ready()
+        if self.rt_priority:
+            # All threads (-a) of the running line; failure is reported, not fatal to a run.
+            subprocess.run(["chrt", "-a", "-f", "-p", str(self.rt_priority), str(self.proc.pid)],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def _wait_ready(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None

@@ -44,6 +44,7 @@ class InstallContext:
     peer_net: str | None = None        # the other side's subnet
     rate_bps: float = 0.0              # the profile's bottleneck rate (for hints)
     rtt_s: float = 0.0
+    instance: object = None            # the registry entry that records what we change
     extra: dict = field(default_factory=dict)
 
 

@@ -6,6 +6,7 @@ congestion/receive windows are route attributes, so nothing leaks to other hosts
 """
 from __future__ import annotations
 
+from machine.kernel_cc import allow_congestion_control
 from topologies.shell import check_cmd
 from hosts.implementations.base import Implementation, InstallContext, Param
 
@@ -29,6 +30,7 @@ class LinuxTcp(Implementation):
         if params["cc"] not in available:
             raise RuntimeError(f"congestion control '{params['cc']}' is not available in this kernel "
                                f"(available: {', '.join(available)})")
+        allow_congestion_control(params["cc"], ctx.instance)
         check_cmd(node, f"sysctl -qw net.ipv4.tcp_congestion_control={params['cc']}")
         attrs = f"initcwnd {int(params['iw'])}"
         if params["irw"]:
@@ -36,5 +38,6 @@ class LinuxTcp(Implementation):
         check_cmd(node, f"ip route change default via {ctx.gateway} {attrs}")
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        allow_congestion_control(DEFAULT_CC, ctx.instance)
         check_cmd(node, f"sysctl -qw net.ipv4.tcp_congestion_control={DEFAULT_CC}")
         check_cmd(node, f"ip route change default via {ctx.gateway}")

@@ -80,11 +80,11 @@ def run_competing(net, variant: Variant, size_bytes: int, workdir: Path, docroot
     first, last = net.host(n.router(1)), net.host(n.router(n.routers))
     routers = [net.host(r) for r in n.routers_list()]
     ctx = {client.name: InstallContext(gateway=f"{CLIENT_NET}.{GATEWAY_HOST}", peer_net=f"{SERVER_NET}.0/24",
-                                       rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s),
+                                       rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s, instance=inst),
            server.name: InstallContext(gateway=f"{SERVER_NET}.{GATEWAY_HOST}", peer_net=f"{CLIENT_NET}.0/24",
-                                       rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s)}
+                                       rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s, instance=inst)}
     for r in routers:
-        ctx[r.name] = InstallContext(rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s)
+        ctx[r.name] = InstallContext(rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s, instance=inst)
     roles = {"server": [server], "client": [client], "router": routers}
     url_path = make_object(docroot, size_bytes)
     # Generous: ten times the ideal transfer time plus slow start on the longest paths.

@@ -1,0 +1,202 @@
+"""Delay element: sizing math and backend choice (unit), and the delay line on a real network (root)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from machine.errors import UserError
+from topologies import delay
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- unit: sizing -------------------------------------------------------------------------
+
+def test_netem_limit_covers_one_and_a_half_bdp():
+    # 1 Gbit/s × 100 ms = 12.5 MB; × 1.5 / 1500 B = 12 500 packets.
+    assert delay.netem_limit_packets(1e9, 0.1, 1500) == 12_500
+    # Small BDPs keep netem's default limit.
+    assert delay.netem_limit_packets(1e6, 0.01, 1500) == delay.NETEM_MIN_LIMIT
+    with pytest.raises(ValueError):
+        delay.netem_limit_packets(1e9, 0.1, 0)
+
+
+def test_ring_is_at_least_one_and_a_half_bdp_with_floor_and_cap():
+    # 1 Gbit/s × 300 ms: 1.5 × 37.5 MB = 56.25 MB plus two frames of wrap slack.
+    assert delay.ring_bytes(1e9, 0.3) == 56_250_000 + 2 * delay.MAX_FRAME_BYTES
+    assert delay.ring_bytes(50e6, 0.01) == delay.RING_FLOOR_BYTES
+    assert delay.ring_bytes(None, 0.02) >= 1.5 * delay.DEFAULT_RATE_BPS / 8 * 0.02
+    assert delay.ring_bytes(1e12, 10) == delay.RING_MAX_BYTES
+
+
+def test_netem_commands_delay_each_direction_on_its_egress():
+    cmds = delay.netem_commands("c-eth0", "c-eth1", "stl3fbr", 0.02, 0.005, 2000, 1000)
+    text = [" ".join(c) for c in cmds]
+    assert "ip link add name stl3fbr type bridge" in text
+    assert "ip link set c-eth0 master stl3fbr" in text and "ip link set c-eth1 master stl3fbr" in text
+    # a→b traffic leaves through intf_b.
+    assert "tc qdisc replace dev c-eth1 root netem delay 20000us limit 2000" in text
+    assert "tc qdisc replace dev c-eth0 root netem delay 5000us limit 1000" in text
+
+
+def test_rps_mask_selects_exactly_one_cpu():
+    assert delay.rps_mask(0) == "00000001"
+    assert delay.rps_mask(5) == "00000020"
+    assert delay.rps_mask(33) == "00000002,00000000"
+    with pytest.raises(ValueError):
+        delay.rps_mask(-1)
+
+
+# -- unit: backend choice -------------------------------------------------------------------
+
+def _machine(monkeypatch, netem: bool, binary: Path | None) -> None:
+    monkeypatch.setattr(delay, "kernel_has_netem", lambda: netem)
+    monkeypatch.setattr(delay, "delayline_binary", lambda: binary)
+
+
+def test_auto_prefers_netem_then_delay_line(monkeypatch, tmp_path):
+    fake = tmp_path / "startlab-delayline"
+    _machine(monkeypatch, True, fake)
+    assert delay.choose_backend("auto").name == "netem"
+    _machine(monkeypatch, False, fake)
+    chosen = delay.choose_backend("auto")
+    assert chosen.name == "delayline" and chosen.binary == fake
+
+
+def test_no_backend_says_why(monkeypatch):
+    _machine(monkeypatch, False, None)
+    with pytest.raises(UserError, match="no sch_netem.*not built.*cargo build"):
+        delay.choose_backend("auto")
+    with pytest.raises(UserError, match="'netem' unavailable"):
+        delay.choose_backend("netem")
+    with pytest.raises(UserError, match="'delayline' unavailable.*cargo build"):
+        delay.choose_backend("delayline")
+    with pytest.raises(UserError, match="unknown delay backend"):
+        delay.choose_backend("mahimahi")
+
+
+def test_summarize_takes_the_worse_direction():
+    raw = {"a_to_b": {"lateness_us": {"p50": 3, "p99": 40, "max": 90.5}, "tx_frames": 7},
+           "b_to_a": {"lateness_us": {"p50": 5, "p99": 20, "max": 30.0}, "tx_frames": 2},
+           "drops": 1, "reorders": 0}
+    s = delay.summarize(raw, 0.25)
+    assert s["lateness_us"] == {"p50": 5, "p99": 40, "max": 90.5}
+    assert (s["backend"], s["drops"], s["cpu_s"], s["a_to_b"]["tx_frames"]) == ("delayline", 1, 0.25, 7)
+
+
+# -- root integration -----------------------------------------------------------------------
+
+root = pytest.mark.root
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+ONE_WAY_S = 0.020
+
+
+def _leftovers(prefix: str) -> list[str]:
+    """Namespaces, links and processes still carrying the instance prefix."""
+    left = [l for l in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines()
+            if f": {prefix}" in l]
+    left += [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+             if n.startswith(prefix)]
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    left += [p for p in ps if "startlab-delayline" in p and f"{prefix}c-eth0" in p]
+    left += [p for p in ps if f"mininet:{prefix}" in p]
+    return left
+
+
+@pytest.fixture
+def line():
+    """h1 — core — h2 with the delay line at 20 ms each way; checks teardown afterwards."""
+    if delay.delayline_binary() is None:
+        pytest.fail("delay line not built: cargo build --release -p startlab-delayline")
+    from hosts.delayline.line_net import line_net
+    with line_net(offload=True) as ln:
+        element = delay.DelayLine()
+        element.start(ln.core, ln.core_a, ln.core_b, ONE_WAY_S, ONE_WAY_S, 1e9, 1e9,
+                      Path(f"/tmp/{ln.instance.prefix}-delaytest"), ln.instance)
+        prefix = ln.instance.prefix
+        yield ln, element
+        if element.proc is not None and element.proc.poll() is None:
+            element.stop()
+    time.sleep(0.2)
+    assert _leftovers(prefix) == []
+
+
+@root
+@needs_root
+def test_udp_stream_delayed_exactly_without_loss_or_reordering(line):
+    ln, element = line
+    # 3000 datagrams in bursts of 20 every 2 ms: a dense queue with gaps (10 kpps).
+    probe = ln.udp_probe(count=3000, burst=20, gap_us=2000)
+    stats = element.stop()
+    owd = probe["owd_us"]
+    assert probe["lost"] == 0 and probe["duplicates"] == 0 and probe["reordered"] == 0, probe
+    assert owd["min"] >= ONE_WAY_S * 1e6, f"released early: {owd}"
+    assert abs(owd["mean"] - ONE_WAY_S * 1e6) <= 300, owd
+    assert stats["drops"] == 0 and stats["reorders"] == 0, stats
+    assert stats["a_to_b"]["tx_frames"] >= 3000
+    assert stats["lateness_us"]["p99"] <= 1000, stats["lateness_us"]
+    assert stats["cpu_s"] is not None
+
+
+@root
+@needs_root
+def test_ping_rtt_is_twice_the_delay(line):
+    ln, element = line
+    from hosts.delayline.line_net import H2_IP
+    out = ln.h1.cmd(f"ping -c 30 -i 0.02 -q {H2_IP}")
+    m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/", out)
+    assert m, out
+    rtt_min, rtt_avg = float(m.group(1)), float(m.group(2))
+    assert "30 received" in out, out
+    assert rtt_min >= 2 * ONE_WAY_S * 1e3, out
+    assert abs(rtt_avg - 2 * ONE_WAY_S * 1e3) <= 0.3, out
+    assert element.stop()["drops"] == 0
+
+
+@root
+@needs_root
+def test_tcp_with_offloads_passes_without_retransmission_storm(line):
+    ln, element = line
+    from hosts.delayline.line_net import H2_IP
+    server = ln.h2.popen(["iperf3", "-s", "-1", "-p", "5299"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        run = ln.h1.popen(["iperf3", "-c", H2_IP, "-p", "5299", "-t", "3", "-J"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, _ = run.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+    result = json.loads(out)
+    sent = result["end"]["sum_sent"]
+    stats = element.stop()
+    # GSO super-frames must pass intact: frames larger than the MTU were forwarded.
+    a = stats["a_to_b"]
+    assert a["tx_bytes"] / max(a["tx_frames"], 1) > 1500, a
+    assert sent["bits_per_second"] > 50e6, sent
+    segments = sent["bytes"] / 1448
+    assert sent["retransmits"] <= 0.001 * segments, sent
+    assert stats["drops"] == 0 and stats["reorders"] == 0, stats
+
+
+@root
+@needs_root
+def test_refuses_different_mtus_with_a_clear_error():
+    from hosts.delayline.line_net import line_net
+    from topologies.shell import check_cmd
+    with line_net() as ln:
+        check_cmd(ln.core, f"ip link set {ln.core_b} mtu 1400")
+        element = delay.DelayLine()
+        with pytest.raises(RuntimeError, match="MTUs differ"):
+            element.start(ln.core, ln.core_a, ln.core_b, ONE_WAY_S, ONE_WAY_S, 1e8, 1e8,
+                          Path(f"/tmp/{ln.instance.prefix}-delaytest"), ln.instance)
+        prefix = ln.instance.prefix
+    assert _leftovers(prefix) == []
