@@ -1,0 +1,120 @@
+"""Root integration tests: real Mininet networks with tbf bottlenecks and the core delay."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, assert_nothing_left, leftovers
+from hosts.apps import Iperf3Server, iperf3_reverse_client
+from hosts.workloads.competing import tx_bytes
+from topologies.network import Network
+from topologies.profiles import LinkProfile
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+
+
+def small(rate_mbps: float, topology: str = "dumbbell", rtt_ms: float = 10) -> LinkProfile:
+    return LinkProfile(name=f"test-{rate_mbps:g}", down_mbps=rate_mbps, up_mbps=rate_mbps, rtt_ms=rtt_ms,
+                       buffer_pkts=100, topology=topology)
+
+
+def ping_ok(node, ip: str) -> bool:
+    return " 0% packet loss" in node.cmd(f"ping -n -c 2 -i 0.2 -W 2 {ip}")
+
+
+@pytest.mark.parametrize("topology,routers", [("dumbbell", 2), ("chain", 3)])
+def test_build_reachability_and_teardown(tmp_path, topology, routers):
+    with Network(small(20, topology), tmp_path) as net:
+        n = net.names
+        assert n.routers == routers and len(n.cores()) == routers - 1
+        for i in (1, 2):
+            for j in (1, 2):
+                assert ping_ok(net.host(n.client(i)), n.server_ip(j)), (i, j)
+        # every router on the path forwards: the TTL drops by one per router
+        out = net.host(n.client(1)).cmd(f"ping -n -c 1 -W 2 {n.server_ip(1)}")
+        assert f"ttl={64 - routers}" in out, out
+        # the core node has no addresses: it is not a router, only a delay element
+        core = net.host(n.core(1))
+        assert "inet " not in core.cmd("ip -4 -o addr show scope global")
+        assert net.delay_backend_name in ("netem", "delayline")
+        applied = net.applied()
+        assert len(applied["tbf"]) == 2 * (routers - 1)
+        prefix = n.prefix
+    assert prefix not in " ".join(leftovers()["links"])
+
+
+@pytest.mark.parametrize("rate_mbps", [10, 50])
+def test_tbf_delivers_the_configured_rate_within_one_percent(tmp_path, rate_mbps):
+    with Network(small(rate_mbps), tmp_path) as net:
+        n = net.names
+        router, intf = net.host(n.router(2)), f"{n.router(2)}-eth0"
+        server = Iperf3Server(net.host(n.server(1)), tmp_path, net.instance)
+        client = iperf3_reverse_client(net.host(n.client(1)), n.server_ip(1), 8, tmp_path, net.instance)
+        try:
+            time.sleep(2.0)                       # past slow start: the queue is never empty now
+            b0, t0 = tx_bytes(router, intf), time.monotonic()
+            time.sleep(4.0)
+            b1, t1 = tx_bytes(router, intf), time.monotonic()
+        finally:
+            client.stop()
+            server.stop()
+        rate = (b1 - b0) * 8 / (t1 - t0)          # link-layer bytes, as tbf counts them
+        assert abs(rate / (rate_mbps * 1e6) - 1) <= 0.01, f"{rate / 1e6:.3f} Mbit/s for {rate_mbps} configured"
+
+
+def _start_detached(args: list[str], tmp_path: Path) -> subprocess.Popen:
+    log = open(tmp_path / "proc.log", "wb")
+    return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "STARTLAB_NO_REEXEC": "1"})
+
+
+def _wait_for_network(timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if leftovers()["links"]:
+            time.sleep(1.0)                       # let it get into the measurement
+            return
+        time.sleep(0.1)
+    raise AssertionError("the network never came up")
+
+
+def test_sigterm_tears_everything_down(tmp_path):
+    proc = _start_detached(["fidelity", "js-dumbbell"], tmp_path)
+    _wait_for_network()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 130
+    assert_nothing_left()
+
+
+def test_clean_removes_what_a_killed_run_left(tmp_path):
+    proc = _start_detached(["fidelity", "js-dumbbell"], tmp_path)
+    _wait_for_network()
+    proc.kill()                                   # no chance to tear down
+    proc.wait(timeout=10)
+    assert any(leftovers().values())
+    out = subprocess.run([sys.executable, str(ROOT / "run.py"), "clean"], capture_output=True, text=True,
+                         env={**os.environ, "STARTLAB_NO_REEXEC": "1"})
+    assert out.returncode == 0, out.stderr
+    assert "removed" in out.stdout
+    assert_nothing_left()
+
+
+def test_clean_leaves_foreign_objects_alone(tmp_path):
+    """A link that merely looks similar, and someone else's process, survive `clean`."""
+    subprocess.run(["ip", "link", "add", "stlx-other", "type", "dummy"], check=False)
+    has_dummy = "stlx-other" in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        subprocess.run([sys.executable, str(ROOT / "run.py"), "clean"], capture_output=True,
+                       env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, check=True)
+        assert sleeper.poll() is None
+        if has_dummy:
+            assert "stlx-other" in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        subprocess.run(["ip", "link", "del", "stlx-other"], check=False, capture_output=True)

@@ -1,0 +1,104 @@
+"""Profile arithmetic and validation of profile files."""
+import math
+
+import pytest
+
+from machine.errors import UserError
+from topologies.profiles import LinkProfile, get_profile, load_profiles
+
+
+def profile(**kw) -> LinkProfile:
+    base = dict(name="t", down_mbps=50, up_mbps=10, rtt_ms=50, buffer_pkts=208)
+    base.update(kw)
+    return LinkProfile(**base)
+
+
+def test_bdp_and_buffers():
+    p = profile()
+    assert p.bdp_bytes("down") == pytest.approx(50e6 * 0.05 / 8)
+    assert p.bdp_bytes("up") == pytest.approx(10e6 * 0.05 / 8)
+    assert p.buffer_packets("down") == 208
+    assert p.buffer_bytes("down") == 208 * 1514          # tbf counts the Ethernet header
+    q = profile(buffer_pkts=None, buffer_ms=50)
+    assert q.buffer_packets("down") == round(50e6 * 0.05 / 8 / 1514)
+    assert q.buffer_packets("up") == round(10e6 * 0.05 / 8 / 1514)
+
+
+def test_goodput_ideal_is_payload_share_of_the_frame():
+    p = profile()
+    assert p.mss == 1448
+    assert p.goodput_ideal_bps("down") == pytest.approx(50e6 * 1448 / 1514)
+
+
+def test_tbf_burst_is_at_least_two_frames_and_covers_timer_slack():
+    assert profile(down_mbps=10).tbf_burst_bytes("down") == 2 * 1514
+    one_gig = profile(down_mbps=1000).tbf_burst_bytes("down")
+    assert one_gig == math.ceil(1e9 / 8 * 250e-6 / 1514) * 1514
+    assert one_gig >= 1e9 / 8 * 250e-6
+
+
+def test_one_way_delay_split_over_core_nodes():
+    p = profile(rtt_ms=128)
+    assert p.one_way_delay_s(1) == pytest.approx(0.064)
+    assert p.one_way_delay_s(2) == pytest.approx(0.032)
+
+
+def test_shipped_profiles_match_the_papers():
+    profiles = load_profiles()
+    for name in ("dsl-slow", "dsl-fast", "3g", "lte", "gprs", "geo-sat", "t1-50ms", "t1-200ms",
+                 "js-dumbbell", "qs-10m", "qs-100m", "scharf-100ms", "scharf-200ms", "lab-1g"):
+        assert name in profiles
+    assert (profiles["dsl-fast"].down_mbps, profiles["dsl-fast"].rtt_ms, profiles["dsl-fast"].buffer_packets()) == (50, 50, 208)
+    assert (profiles["lte"].down_mbps, profiles["lte"].rtt_ms, profiles["lte"].buffer_packets()) == (32, 70, 560)
+    assert (profiles["js-dumbbell"].down_mbps, profiles["js-dumbbell"].rtt_ms, profiles["js-dumbbell"].buffer_packets()) == (5, 64, 60)
+    assert profiles["qs-10m"].topology == "chain"
+
+
+def test_unknown_profile_lists_the_choices():
+    with pytest.raises(UserError) as exc:
+        get_profile("dsl-fats")
+    assert "dsl-fast" in str(exc.value) and "lte" in str(exc.value)
+
+
+@pytest.mark.parametrize("field,value,expected", [
+    ("down_mbps", 0, "below the minimum"),
+    ("down_mbps", -5, "below the minimum"),
+    ("down_mbps", 50000000, "above the maximum"),      # bit/s written into a Mbit/s field
+    ("rtt_ms", 0, "below the minimum"),
+    ("rtt_ms", "fast", "expected a number"),
+    ("buffer_pkts", 0, "below the minimum"),
+    ("buffer_pkts", 2.5, "whole number"),
+])
+def test_bad_profile_values_name_file_line_and_field(tmp_path, field, value, expected):
+    good = {"down_mbps": 10, "up_mbps": 10, "rtt_ms": 40, "buffer_pkts": 50}
+    good[field] = value
+    body = "\n".join(f"    {k}: {v!r}" if isinstance(v, str) else f"    {k}: {v}" for k, v in good.items())
+    path = tmp_path / "profiles.yaml"
+    path.write_text(f"format: 1\nprofiles:\n  mine:\n{body}\n")
+    with pytest.raises(UserError) as exc:
+        load_profiles(path)
+    line = 4 + list(good).index(field)
+    assert str(exc.value).startswith(f"{path}:{line}: profiles.mine.{field}: "), str(exc.value)
+    assert expected in str(exc.value)
+
+
+def test_profile_needs_exactly_one_buffer_form(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("profiles:\n  x: {down_mbps: 1, up_mbps: 1, rtt_ms: 10}\n")
+    with pytest.raises(UserError, match="exactly one of buffer_pkts or buffer_ms"):
+        load_profiles(path)
+
+
+def test_unknown_field_is_an_error_not_ignored(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("profiles:\n  x:\n    down_mbps: 1\n    up_mbps: 1\n    rtt_ms: 10\n    buffer_pkts: 5\n    delay_ms: 3\n")
+    with pytest.raises(UserError) as exc:
+        load_profiles(path)
+    assert f"{path}:7: profiles.x.delay_ms: unknown field" in str(exc.value)
+
+
+def test_yaml_syntax_error_has_a_line(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("profiles:\n  x: [1, 2\n")
+    with pytest.raises(UserError, match=r"p.yaml:\d+: YAML syntax"):
+        load_profiles(path)

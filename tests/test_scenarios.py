@@ -1,0 +1,122 @@
+"""Scenario files: sizes, validation with file/line/field, overrides and run order."""
+import pytest
+
+from machine.errors import UserError
+from scenarios.spec import apply_overrides, format_size, list_scenarios, load_scenario, parse_size
+
+
+@pytest.mark.parametrize("text,value", [("70KB", 70_000), ("2MB", 2_000_000), ("10MB", 10_000_000),
+                                        ("1.5MiB", 1_572_864), ("4096", 4096), (4096, 4096), ("1 GB", 10 ** 9)])
+def test_parse_size(text, value):
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1KB", "0", "20GB", "3XB"])
+def test_parse_size_rejects(text):
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
+def test_format_size_round_trips_the_papers_sizes():
+    for text in ("70KB", "2MB", "10MB", "100KB", "1MB"):
+        assert format_size(parse_size(text)) == text
+
+
+def test_shipped_scenarios_load():
+    names = {s["name"]: s for s in list_scenarios()}
+    assert "INVALID" not in " ".join(s["description"] for s in names.values())
+    table1 = load_scenario("scenarios/blitzstart-table1.yaml")
+    assert [p.name for p in table1.profiles] == ["dsl-slow", "dsl-fast", "3g", "lte"]
+    assert table1.sizes == [70_000, 2_000_000, 10_000_000]
+    assert table1.reps == 30 and table1.baseline == "cubic-iw32"
+    assert len(table1.runs()) == 4 * 3 * len(table1.variants) * 30
+
+
+def test_runs_are_seeded_random_and_grouped_by_profile():
+    sc = load_scenario("scenarios/blitzstart-table1.yaml")
+    a, b = sc.runs(), sc.runs()
+    assert [r.run_id for r in a] == [r.run_id for r in b]
+    profiles = [r.profile for r in a]
+    assert profiles == sorted(profiles, key=["dsl-slow", "dsl-fast", "3g", "lte"].index)
+    first_group = [r.run_id for r in a if r.profile == "dsl-slow"]
+    assert first_group != sorted(first_group)          # shuffled within the group
+    sc.seed += 1
+    assert [r.run_id for r in sc.runs()] != [r.run_id for r in a]
+    assert len({r.run_id for r in a}) == len(a)
+
+
+def test_overrides_narrow_the_matrix_and_change_the_hash():
+    sc = load_scenario("scenarios/blitzstart-table1.yaml")
+    h = sc.hash
+    apply_overrides(sc, "dsl-fast", "2MB", "cubic-iw10,reno-iw3", 5)
+    assert [p.name for p in sc.profiles] == ["dsl-fast"] and sc.sizes == [2_000_000]
+    assert list(sc.variants) == ["cubic-iw10", "reno-iw3"] and sc.reps == 5
+    assert sc.baseline == "cubic-iw10"            # the scenario's baseline was not selected
+    assert sc.hash != h and len(sc.runs()) == 10
+
+
+@pytest.mark.parametrize("args,message", [
+    (("dsl-fats", None, None, None), "--profiles: unknown profile 'dsl-fats' (choices: dsl-slow"),
+    ((None, "2XB", None, None), "--sizes:"),
+    ((None, None, "cubic-iw11", None), "--variants: unknown variant 'cubic-iw11' (choices:"),
+    ((None, None, None, 0), "--reps: 0"),
+])
+def test_bad_overrides_say_what_is_valid(args, message):
+    sc = load_scenario("scenarios/smoke.yaml")
+    with pytest.raises(UserError) as exc:
+        apply_overrides(sc, *args)
+    assert message in str(exc.value)
+
+
+GOOD = """format: 1
+name: t
+profiles: [dsl-fast]
+sizes: [70KB]
+workload:
+  kind: competing
+variants:
+  - cubic-iw10
+  - name: cubic-iw64
+    server: {impl: linux-tcp, cc: cubic, iw: 64}
+repetitions: 2
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_inline_variant_definition(tmp_path):
+    sc = load_scenario(write(tmp_path, GOOD))
+    assert list(sc.variants) == ["cubic-iw10", "cubic-iw64"]
+    assert sc.variants["cubic-iw64"].describe()["roles"]["server"]["iw"] == 64
+    assert sc.baseline == "cubic-iw10"
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ("profiles: [dsl-fast]", "profiles: [dsl-fats]", "3: profiles: unknown profile 'dsl-fats'"),
+    ("sizes: [70KB]", "sizes: [70XB]", "4: sizes: '70XB' is not a size"),
+    ("  kind: competing", "  kind: racing", "6: workload.kind: 'racing' is not one of: competing"),
+    ("  - cubic-iw10", "  - cubic-iw11", "7: variants: unknown variant 'cubic-iw11'"),
+    ("cc: cubic, iw: 64", "cc: cubik, iw: 64", "10: variants.cubic-iw64.server.cc: 'cubik' is not one of: cubic, reno, bbr"),
+    ("cc: cubic, iw: 64", "cc: cubic, iw: 0", "10: variants.cubic-iw64.server.iw: 0 is below the minimum 1"),
+    ("cc: cubic, iw: 64", "cc: cubic, iw: 64, hystart: true", "10: variants.cubic-iw64.server.hystart: unknown parameter"),
+    ("impl: linux-tcp", "impl: quic", "10: variants.cubic-iw64.server.impl: 'quic' is not one of"),
+    ("repetitions: 2", "repetitions: -2", "11: repetitions: -2 is below the minimum 1"),
+    ("repetitions: 2", "repetitions: 2\nbaseline: bbr", "12: baseline: 'bbr' is not one of the scenario's variants"),
+    ("repetitions: 2", "repetitons: 2", "11: repetitons: unknown field"),
+])
+def test_bad_scenario_names_file_line_field_and_expectation(tmp_path, old, new, where):
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(UserError) as exc:
+        load_scenario(path)
+    assert f"{path}:{where}" in str(exc.value), str(exc.value)
+
+
+def test_missing_scenario_file_lists_shipped_ones(tmp_path):
+    with pytest.raises(UserError) as exc:
+        load_scenario(tmp_path / "nope.yaml")
+    assert "smoke" in str(exc.value) and "blitzstart-table1" in str(exc.value)
