@@ -44,6 +44,9 @@ class Instance:
     bridges: list[str] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)         # bpffs paths
     sysctls: dict = field(default_factory=dict)           # root-namespace key -> value to restore
+    undo: list[dict] = field(default_factory=list)        # {argv, what}: commands that remove
+                                                          # machine-wide objects (BPF struct_ops,
+                                                          # cgroup attachments), run newest first
 
     @property
     def path(self) -> Path:
@@ -77,6 +80,11 @@ class Instance:
         self.pins.append(path)
         self.save()
 
+    def add_undo(self, argv: list[str], what: str) -> None:
+        """Record the command that removes something machine-wide we just created."""
+        self.undo.append({"argv": list(argv), "what": what})
+        self.save()
+
     def add_sysctl_restore(self, key: str, original: str) -> None:
         """Remember a root-namespace sysctl's original value (the first one wins)."""
         self.sysctls.setdefault(key, original)
@@ -92,6 +100,9 @@ class Instance:
         for proc in reversed(self.processes):
             if terminate(proc["pid"], proc.get("start")):
                 removed.append(f"process {proc['what']} ({proc['pid']})")
+        for item in reversed(self.undo):
+            if _run(item["argv"]):
+                removed.append(item["what"])
         for name in self.bridges:
             if _run(["ip", "link", "del", name]):
                 removed.append(f"bridge {name}")

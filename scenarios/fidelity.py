@@ -52,8 +52,13 @@ def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path)
         if rc != 0:
             raise RuntimeError(f"iperf3 failed (exit {rc}): {cli.output()[-500:]}")
         report = json.loads(cli.output())
-        received = report["end"]["sum_received"]
-        return {"goodput_bps": received["bits_per_second"],
+        # From the intervals, not iperf3's end summary: with --omit and -R its summary
+        # divides all received bytes by the non-omitted time (over 100 % on deep buffers).
+        counted = [iv["sum"] for iv in report["intervals"] if not iv["sum"].get("omitted")]
+        seconds = sum(iv["seconds"] for iv in counted)
+        if seconds <= 0:
+            raise RuntimeError("iperf3 reported no measured interval")
+        return {"goodput_bps": sum(iv["bytes"] for iv in counted) * 8 / seconds,
                 "retransmits": report["end"]["sum_sent"].get("retransmits")}
     finally:
         srv.stop()
@@ -69,7 +74,7 @@ def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 2
     omit_s = max(2.0, 10 * profile.rtt_s)
     seconds = max(8.0, 20 * profile.rtt_s)
     t0 = time.monotonic()
-    with Network(profile, workdir) as net:
+    with Network(profile, workdir, delay_backend=delay_backend) as net:
         n = net.names
         client = net.host(n.client(1))
         # One warm-up ping, then the measured ones, spaced so they never queue behind each other.
