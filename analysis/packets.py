@@ -84,9 +84,13 @@ def cache_dir(pcap: Path) -> Path:
     return pcap.with_suffix(".cols")
 
 
-def _cache_is_fresh(pcap: Path, cols: Path) -> bool:
+def _cache_is_fresh(pcap: Path, cols: Path, extractor: Path) -> bool:
+    """Fresh = newer than both the capture and the extractor (a fixed extractor
+    re-extracts), and written in the format this module reads."""
     meta = cols / "meta.json"
     if not meta.is_file() or meta.stat().st_mtime < pcap.stat().st_mtime:
+        return False
+    if extractor.is_file() and meta.stat().st_mtime < extractor.stat().st_mtime:
         return False
     try:
         return json.loads(meta.read_text()).get("format_version") == FORMAT_VERSION
@@ -95,7 +99,7 @@ def _cache_is_fresh(pcap: Path, cols: Path) -> bool:
 
 
 def extract(pcap: Path, extractor: Path = EXTRACTOR) -> Path:
-    """Runs the extractor unless its cached output is newer than the capture.
+    """Runs the extractor unless its cached output is still fresh.
 
     Writes into a temporary directory renamed into place, so an interrupted run or
     a concurrent analysis never leaves a half-written cache that looks complete.
@@ -104,7 +108,7 @@ def extract(pcap: Path, extractor: Path = EXTRACTOR) -> Path:
     if not pcap.is_file():
         raise UserError(f"capture not found: {pcap}")
     cols = cache_dir(pcap)
-    if _cache_is_fresh(pcap, cols):
+    if _cache_is_fresh(pcap, cols, extractor):
         return cols
     if not extractor.is_file():
         raise UserError(
@@ -127,7 +131,9 @@ def load(pcap: Path) -> Capture:
     """The packets and connections of a capture (extracting it if needed)."""
     cols = extract(Path(pcap))
     meta = json.loads((cols / "meta.json").read_text())
-    packets = {name: np.load(cols / f"{name}.npy") for name in PACKET_COLUMNS}
+    # Memory-mapped and read-only: a metric touches a few columns, and only those
+    # pages are ever read from disk.
+    packets = {name: np.load(cols / f"{name}.npy", mmap_mode="r") for name in PACKET_COLUMNS}
     conns = {name: np.load(cols / f"conns_{name}.npy") for name in CONN_COLUMNS}
     for name in CONN_DIR_COLUMNS:
         conns[name] = np.stack(

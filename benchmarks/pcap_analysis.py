@@ -76,12 +76,12 @@ def synthesize(path: Path, npackets: int, nflows: int, seed: int) -> None:
             w.packet(c.from_server(t, off, MSS, ipid=ipid[i]))
             written += 1
             if ipid[i] % 2 == 0:
-                w.packet(c.from_client(t + 0.000001, 0, 0))
+                w.packet(c.from_client(t + 0.000001, 0, 0, acked=sent[i]))
                 written += 1
         for c in convs:
             t += 0.0001
             w.packet(c.from_server(t, sent[convs.index(c)], 0, flags=FIN | ACK))
-            w.packet(c.from_client(t, 0, 0, flags=FIN | ACK))
+            w.packet(c.from_client(t, 0, 0, flags=FIN | ACK, acked=sent[convs.index(c)] + 1))
 
 
 def best_of(repeat: int, fn) -> tuple[float, object]:
@@ -108,14 +108,16 @@ TCPTRACE_FIELDS = {"unique bytes sent": "unique_bytes", "actual data pkts": "dat
 
 
 def parse_tcptrace(text: str) -> list[dict]:
-    """Per connection: hosts a and b and the two-column fields of interest (a->b, b->a)."""
+    """Per connection: its two hosts (first = tcptrace's "a" column) and the two-column
+    fields of interest, as (first->second, second->first)."""
     conns: list[dict] = []
     for line in text.splitlines():
-        m = re.match(r"\s*host ([ab]):\s+(\S+):(\d+)$", line)
-        if m:
-            if m.group(1) == "a":
-                conns.append({})
-            conns[-1][m.group(1)] = (m.group(2), int(m.group(3)))
+        if re.match(r"TCP connection \d+:", line):
+            conns.append({"hosts": []})
+            continue
+        m = re.match(r"\s*host \w+:\s+(\S+):(\d+)$", line)
+        if m and conns:
+            conns[-1]["hosts"].append((m.group(1), int(m.group(2))))
             continue
         pairs = re.findall(r"([a-z][a-z ]+?):\s+(\d+)", line)
         if len(pairs) == 2 and pairs[0][0] in TCPTRACE_FIELDS and conns:
@@ -169,16 +171,17 @@ def compare(cap: packets.Capture, tt: list[dict]) -> list[str]:
         return int.from_bytes(bytes(int(x) for x in host[0].split(".")), "big"), host[1]
 
     for conn in tt:
-        key = (addr(conn["a"]), addr(conn["b"]))
+        first, second = conn["hosts"]
+        key = (addr(first), addr(second))
         if key not in index:
-            problems.append(f"tcptrace connection {conn['a']} <-> {conn['b']} not found")
+            problems.append(f"tcptrace connection {first} <-> {second} not found")
             continue
         i, d_a = index[key]
         for field in TCPTRACE_FIELDS.values():
             for col, d in ((0, d_a), (1, 1 - d_a)):
                 ours = int(c[field][i, d])
                 if ours != conn[field][col]:
-                    problems.append(f"{conn['a']} <-> {conn['b']} {field} "
+                    problems.append(f"{first} <-> {second} {field} "
                                     f"{'a->b' if col == 0 else 'b->a'}: ours {ours}, tcptrace {conn[field][col]}")
     if len(tt) != len(c):
         problems.append(f"connections: ours {len(c)}, tcptrace {len(tt)}")

@@ -11,12 +11,14 @@ from pathlib import Path
 from config import yamlfile
 from config.yamlfile import Fields
 from hosts.implementations.base import ROLES, Implementation, InstallContext
+from hosts.implementations.blitzstart import Blitzstart
+from hosts.implementations.jumpstart import JumpStart
 from hosts.implementations.linux_tcp import LinuxTcp
 from machine.errors import UserError
 
 CATALOGUE_FILE = Path(__file__).with_name("variants.yaml")
 
-IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(),)}
+IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(), JumpStart(), Blitzstart())}
 
 
 @dataclass

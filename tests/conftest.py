@@ -34,9 +34,29 @@ def our_processes() -> list[str]:
     return found
 
 
+def bpf_leftovers() -> dict[str, list[str]]:
+    """struct_ops named stl*, sock_ops attached to the cgroup v2 root and pins under /sys/fs/bpf/stl*."""
+    from hosts.bpf.loader import BpfError, bpftool
+    from machine.capabilities import cgroup2_mount
+
+    try:
+        struct_ops = [f"{s['name']} ({s['id']})" for s in bpftool("struct_ops", "list", as_json=True) or []
+                      if s.get("name", "").startswith(registry.PREFIX)]
+        cgroup = cgroup2_mount()
+        attached = [f"{p.get('name')} ({p.get('id')})" for p in
+                    (bpftool("cgroup", "show", cgroup, as_json=True) or [] if cgroup else [])
+                    if str(p.get("name", "")).startswith(registry.PREFIX)]
+    except (BpfError, FileNotFoundError) as exc:
+        return {"bpftool": [str(exc)]}
+    bpffs = Path("/sys/fs/bpf")
+    pins = [str(p) for p in bpffs.glob(f"{registry.PREFIX}*")] if bpffs.is_dir() else []
+    return {"struct_ops": struct_ops, "cgroup_attached": attached, "pins": pins}
+
+
 def leftovers() -> dict[str, list[str]]:
     """Everything of startlab's still on the machine (empty lists when clean)."""
     return {
+        **bpf_leftovers(),
         "links": [n for n in root_links() if OUR_NAME.match(n) or n.startswith(registry.PREFIX)],
         "netns": [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
                   .stdout.split() if n.startswith(registry.PREFIX)],

@@ -136,10 +136,12 @@ class Conversation:
         return Packet(ts, self.server, self.client, self.sport, self.cport, self.server_isn,
                       self.client_isn + 1, SYN | ACK)
 
-    def from_client(self, ts: float, offset: int, length: int, ipid: int = 0, flags: int = ACK) -> Packet:
-        """Client data (or a pure ACK with length 0) acknowledging nothing in particular."""
+    def from_client(self, ts: float, offset: int, length: int, ipid: int = 0, flags: int = ACK,
+                    acked: int = 0) -> Packet:
+        """Client data (or a pure ACK with length 0) acknowledging `acked` response bytes."""
         return Packet(ts, self.client, self.server, self.cport, self.sport,
-                      (self.client_isn + 1 + offset) & 0xFFFFFFFF, self.server_isn + 1, flags, length, ipid)
+                      (self.client_isn + 1 + offset) & 0xFFFFFFFF, (self.server_isn + 1 + acked) & 0xFFFFFFFF,
+                      flags, length, ipid)
 
     def from_server(self, ts: float, offset: int, length: int, ipid: int = 0, flags: int = ACK) -> Packet:
         return Packet(ts, self.server, self.client, self.sport, self.cport,

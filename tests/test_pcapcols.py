@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -200,3 +201,16 @@ def test_cache_reused_until_capture_changes(tmp_path: Path) -> None:
     write_pcap(pcap, _sample()[:3])
     assert len(packets.load(pcap).packets) == 3  # capture rewritten: extracted again
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_cache_redone_when_extractor_is_newer(tmp_path: Path) -> None:
+    pcap = tmp_path / "x.pcap"
+    write_pcap(pcap, _sample())
+    extractor = tmp_path / "startlab-pcapcols"
+    shutil.copy2(packets.EXTRACTOR, extractor)
+    cols = packets.extract(pcap, extractor)
+    meta = cols / "meta.json"
+    stamp = meta.stat().st_mtime_ns
+    os.utime(extractor, ns=(stamp + 10**9, stamp + 10**9))  # e.g. a rebuilt, fixed extractor
+    packets.extract(pcap, extractor)
+    assert meta.stat().st_mtime_ns != stamp

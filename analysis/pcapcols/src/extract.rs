@@ -1,28 +1,88 @@
 //! One pass over a capture: per-packet columns, the connection table and counts.
 
-use crate::conns::Tracker;
-use crate::decode::{check_linktype, decode, Skip};
+use crate::conns::{Tracked, Tracker};
+use crate::decode::{check_linktype, decode, Skip, TcpPacket};
+use crate::npy::ColumnWriter;
 use crate::pcap::{End, PcapHeader, PcapReader};
+use std::fs;
 use std::path::Path;
 
-/// Per-packet columns, one entry per IPv4 TCP packet, in capture order.
-#[derive(Default)]
+/// Per-packet column files, one entry per IPv4 TCP packet, in capture order.
 pub struct Columns {
-    pub ts: Vec<f64>,
-    pub src: Vec<u32>,
-    pub dst: Vec<u32>,
-    pub sport: Vec<u16>,
-    pub dport: Vec<u16>,
-    pub seq: Vec<u32>,
-    pub ack: Vec<u32>,
-    pub flags: Vec<u8>,
-    pub win: Vec<u16>,
-    pub payload: Vec<u32>,
-    pub ipid: Vec<u16>,
-    pub conn: Vec<u32>,
-    pub dir: Vec<u8>,
-    pub retx: Vec<u8>,
-    pub newbytes: Vec<u32>,
+    ts: ColumnWriter<f64>,
+    src: ColumnWriter<u32>,
+    dst: ColumnWriter<u32>,
+    sport: ColumnWriter<u16>,
+    dport: ColumnWriter<u16>,
+    seq: ColumnWriter<u32>,
+    ack: ColumnWriter<u32>,
+    flags: ColumnWriter<u8>,
+    win: ColumnWriter<u16>,
+    payload: ColumnWriter<u32>,
+    ipid: ColumnWriter<u16>,
+    conn: ColumnWriter<u32>,
+    dir: ColumnWriter<u8>,
+    retx: ColumnWriter<u8>,
+    newbytes: ColumnWriter<u32>,
+}
+
+impl Columns {
+    fn create(dir: &Path) -> Result<Columns, String> {
+        let f = |name: &str| dir.join(format!("{}.npy", name));
+        Ok(Columns {
+            ts: ColumnWriter::create(&f("ts"))?,
+            src: ColumnWriter::create(&f("src"))?,
+            dst: ColumnWriter::create(&f("dst"))?,
+            sport: ColumnWriter::create(&f("sport"))?,
+            dport: ColumnWriter::create(&f("dport"))?,
+            seq: ColumnWriter::create(&f("seq"))?,
+            ack: ColumnWriter::create(&f("ack"))?,
+            flags: ColumnWriter::create(&f("flags"))?,
+            win: ColumnWriter::create(&f("win"))?,
+            payload: ColumnWriter::create(&f("payload"))?,
+            ipid: ColumnWriter::create(&f("ipid"))?,
+            conn: ColumnWriter::create(&f("conn"))?,
+            dir: ColumnWriter::create(&f("dir"))?,
+            retx: ColumnWriter::create(&f("retx"))?,
+            newbytes: ColumnWriter::create(&f("newbytes"))?,
+        })
+    }
+
+    fn push(&mut self, ts: f64, p: &TcpPacket, t: &Tracked) -> Result<(), String> {
+        self.ts.push(ts)?;
+        self.src.push(p.src)?;
+        self.dst.push(p.dst)?;
+        self.sport.push(p.sport)?;
+        self.dport.push(p.dport)?;
+        self.seq.push(p.seq)?;
+        self.ack.push(p.ack)?;
+        self.flags.push(p.flags)?;
+        self.win.push(p.win)?;
+        self.payload.push(p.payload)?;
+        self.ipid.push(p.ipid)?;
+        self.conn.push(t.conn)?;
+        self.dir.push(t.dir)?;
+        self.retx.push(t.retx as u8)?;
+        self.newbytes.push(t.new_bytes)
+    }
+
+    fn finish(self) -> Result<(), String> {
+        self.ts.finish()?;
+        self.src.finish()?;
+        self.dst.finish()?;
+        self.sport.finish()?;
+        self.dport.finish()?;
+        self.seq.finish()?;
+        self.ack.finish()?;
+        self.flags.finish()?;
+        self.win.finish()?;
+        self.payload.finish()?;
+        self.ipid.finish()?;
+        self.conn.finish()?;
+        self.dir.finish()?;
+        self.retx.finish()?;
+        self.newbytes.finish()
+    }
 }
 
 /// Counts for meta.json: how much of the capture became columns and why not the rest.
@@ -37,16 +97,17 @@ pub struct Counts {
 
 pub struct Extraction {
     pub header: PcapHeader,
-    pub cols: Columns,
     pub tracker: Tracker,
     pub counts: Counts,
 }
 
-pub fn extract(path: &Path) -> Result<Extraction, String> {
+/// Decodes the capture at `path`, streaming the per-packet columns into `out`.
+pub fn extract(path: &Path, out: &Path) -> Result<Extraction, String> {
     let mut reader = PcapReader::open(path)?;
     let header = reader.header;
     check_linktype(header.linktype)?;
-    let mut cols = Columns::default();
+    fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {}", out.display(), e))?;
+    let mut cols = Columns::create(out)?;
     let mut tracker = Tracker::default();
     let mut counts = Counts::default();
     loop {
@@ -72,21 +133,8 @@ pub fn extract(path: &Path) -> Result<Extraction, String> {
         };
         let t = tracker.track(&p, rec.ts);
         counts.tcp_packets += 1;
-        cols.ts.push(rec.ts);
-        cols.src.push(p.src);
-        cols.dst.push(p.dst);
-        cols.sport.push(p.sport);
-        cols.dport.push(p.dport);
-        cols.seq.push(p.seq);
-        cols.ack.push(p.ack);
-        cols.flags.push(p.flags);
-        cols.win.push(p.win);
-        cols.payload.push(p.payload);
-        cols.ipid.push(p.ipid);
-        cols.conn.push(t.conn);
-        cols.dir.push(t.dir);
-        cols.retx.push(t.retx as u8);
-        cols.newbytes.push(t.new_bytes);
+        cols.push(rec.ts, &p, &t)?;
     }
-    Ok(Extraction { header, cols, tracker, counts })
+    cols.finish()?;
+    Ok(Extraction { header, tracker, counts })
 }

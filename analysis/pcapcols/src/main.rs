@@ -22,7 +22,7 @@ fn main() {
     }
     let input = Path::new(&args[1]);
     let out = Path::new(&args[2]);
-    let result = extract::extract(input).and_then(|x| output::write_all(&x, input, out));
+    let result = extract::extract(input, out).and_then(|x| output::write_tables(&x, input, out));
     if let Err(msg) = result {
         eprintln!("startlab-pcapcols: {}: {}", input.display(), msg);
         exit(1);

@@ -56,25 +56,9 @@ pub fn meta_json(x: &Extraction, input: &Path) -> String {
     )
 }
 
-pub fn write_all(x: &Extraction, input: &Path, out: &Path) -> Result<(), String> {
-    fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {}", out.display(), e))?;
-    let p = &x.cols;
-    col(out, "ts", &p.ts)?;
-    col(out, "src", &p.src)?;
-    col(out, "dst", &p.dst)?;
-    col(out, "sport", &p.sport)?;
-    col(out, "dport", &p.dport)?;
-    col(out, "seq", &p.seq)?;
-    col(out, "ack", &p.ack)?;
-    col(out, "flags", &p.flags)?;
-    col(out, "win", &p.win)?;
-    col(out, "payload", &p.payload)?;
-    col(out, "ipid", &p.ipid)?;
-    col(out, "conn", &p.conn)?;
-    col(out, "dir", &p.dir)?;
-    col(out, "retx", &p.retx)?;
-    col(out, "newbytes", &p.newbytes)?;
-
+/// Writes the connection table and, last, meta.json (its presence marks a complete
+/// output directory; the per-packet columns were streamed by `extract`).
+pub fn write_tables(x: &Extraction, input: &Path, out: &Path) -> Result<(), String> {
     col(out, "conns_src", &per_conn(x, |c| c.a_addr))?;
     col(out, "conns_dst", &per_conn(x, |c| c.b_addr))?;
     col(out, "conns_sport", &per_conn(x, |c| c.a_port))?;
@@ -89,7 +73,6 @@ pub fn write_all(x: &Extraction, input: &Path, out: &Path) -> Result<(), String>
         col(out, &format!("conns_unique_bytes_{}", d), &per_conn(x, |c| c.dirs[d].unique_bytes))?;
         col(out, &format!("conns_retx_pkts_{}", d), &per_conn(x, |c| c.dirs[d].retx_pkts))?;
     }
-    // meta.json last: its presence marks a complete output directory.
     let meta = out.join("meta.json");
     fs::write(&meta, meta_json(x, input)).map_err(|e| format!("cannot write {}: {}", meta.display(), e))
 }

@@ -1,8 +1,9 @@
 //! Classic pcap reader (libpcap format): both byte orders, microsecond and
-//! nanosecond timestamps. Streams records so large captures never sit in memory.
+//! nanosecond timestamps. Reads in large chunks and hands out records in place, so large
+//! captures never sit in memory and no record is copied.
 
 use std::fs::File;
-use std::io::{BufReader, ErrorKind, Read};
+use std::io::{ErrorKind, Read};
 use std::path::Path;
 
 /// Records larger than this are not plausible from tcpdump; treat them as corruption
@@ -32,10 +33,18 @@ pub enum End {
     TruncatedRecord,
 }
 
+/// Size of the read buffer; records are decoded in place inside it (no per-record copy).
+const CHUNK: usize = 4 << 20;
+
 pub struct PcapReader {
-    input: BufReader<File>,
+    input: File,
     pub header: PcapHeader,
     buf: Vec<u8>,
+    /// Unconsumed bytes are buf[start..end].
+    start: usize,
+    end: usize,
+    eof: bool,
+    /// File offset of buf[start], for error messages.
     offset: u64,
 }
 
@@ -91,25 +100,43 @@ pub fn parse_header(h: &[u8]) -> Result<PcapHeader, String> {
 
 impl PcapReader {
     pub fn open(path: &Path) -> Result<PcapReader, String> {
-        let file = File::open(path).map_err(|e| format!("cannot open {}: {}", path.display(), e))?;
-        let mut input = BufReader::with_capacity(1 << 20, file);
+        let mut input = File::open(path).map_err(|e| format!("cannot open {}: {}", path.display(), e))?;
         let mut h = [0u8; 24];
         let got = read_full(&mut input, &mut h)?;
         let header = parse_header(&h[..got])?;
-        Ok(PcapReader { input, header, buf: vec![0u8; 4096], offset: 24 })
+        Ok(PcapReader { input, header, buf: vec![0u8; CHUNK], start: 0, end: 0, eof: false, offset: 24 })
+    }
+
+    /// Makes at least `n` unconsumed bytes available unless the file ends first.
+    fn fill(&mut self, n: usize) -> Result<bool, String> {
+        if self.end - self.start >= n {
+            return Ok(true);
+        }
+        if self.eof {
+            return Ok(false);
+        }
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.buf.len() < n {
+            self.buf.resize(n, 0);
+        }
+        let end = self.end;
+        let got = read_full(&mut self.input, &mut self.buf[end..])?;
+        self.end += got;
+        if self.end < self.buf.len() {
+            self.eof = true;
+        }
+        Ok(self.end - self.start >= n)
     }
 
     /// Next record, `Ok(Err(End))` at the end of the stream, `Err` on corruption.
     pub fn next_record(&mut self) -> Result<Result<Record<'_>, End>, String> {
-        let mut rh = [0u8; 16];
-        let got = read_full(&mut self.input, &mut rh)?;
-        if got == 0 {
-            return Ok(Err(End::Clean));
-        }
-        if got < 16 {
-            return Ok(Err(End::TruncatedRecord));
+        if !self.fill(16)? {
+            return Ok(Err(if self.start == self.end { End::Clean } else { End::TruncatedRecord }));
         }
         let big = self.header.big_endian;
+        let rh = &self.buf[self.start..self.start + 16];
         let sec = u32_at(&rh[0..4], big);
         let frac = u32_at(&rh[4..8], big);
         let caplen = u32_at(&rh[8..12], big);
@@ -120,16 +147,14 @@ impl PcapReader {
             ));
         }
         let n = caplen as usize;
-        if self.buf.len() < n {
-            self.buf.resize(n, 0);
-        }
-        let got = read_full(&mut self.input, &mut self.buf[..n])?;
-        if got < n {
+        if !self.fill(16 + n)? {
             return Ok(Err(End::TruncatedRecord));
         }
-        self.offset += 16 + caplen as u64;
+        let data_start = self.start + 16;
+        self.start = data_start + n;
+        self.offset += 16 + n as u64;
         let scale = if self.header.nanosecond { 1e-9 } else { 1e-6 };
-        Ok(Ok(Record { ts: sec as f64 + frac as f64 * scale, data: &self.buf[..n] }))
+        Ok(Ok(Record { ts: sec as f64 + frac as f64 * scale, data: &self.buf[data_start..data_start + n] }))
     }
 }
 

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: GPL-2.0
+/* startlab's congestion controls, registered per emulation instance as struct_ops.
+ *
+ * stl_js_reno / stl_js_cubic — Jump Start (Liu, Allman, Jin, Wang, PFLDnet 2007)
+ * over the kernel's own Reno or CUBIC:
+ *   - when the first data segment leaves (CA_EVENT_TX_START), D = min(receiver's
+ *     window, data queued) in segments; cwnd = D and the pacing rate D / RTT, the
+ *     RTT being the handshake's sample (the only one yet);
+ *   - the first ACK of new data ends Jump Start: pacing stops and the base
+ *     algorithm continues from cwnd = D (ssthresh still infinite, as after any start);
+ *   - a loss among the Jump Start segments halves cwnd (ssthresh = cwnd / 2, not
+ *     CUBIC's 0.7), and when recovery ends cwnd and ssthresh are cut further to
+ *     half of what the Jump Start round actually delivered, (D - retransmitted) / 2:
+ *     D was a guess, the segments that got through in one RTT are the measurement,
+ *     and halving that is the usual response to the loss the guess caused.
+ *
+ * stl_blitz — Blitzstart (Rueth et al.) over the kernel's CUBIC: the sock_ops
+ * program has already set cwnd = hint x handshake RTT; init makes ssthresh = cwnd
+ * (so CUBIC starts in congestion avoidance) and paces that window over 75 % of the
+ * RTT. From the first ACK on the kernel paces at its congestion-avoidance ratio
+ * (net.ipv4.tcp_pacing_ca_ratio) and CUBIC runs unchanged.
+ *
+ * The base algorithms are the kernel's, called as kfuncs, so their state sits at
+ * the start of the private area and ours after it.
+ *
+ * The kernel does not pace the first 10 data segments of a connection (like sch_fq),
+ * so the first flight is 10 back-to-back segments, then the paced rest.
+ *
+ * The ".name" strings are placeholders: the loader writes the instance prefix over
+ * "stlXX" so that concurrent instances register distinct congestion controls.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+extern void cubictcp_init(struct sock *sk) __ksym;
+extern u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
+extern void cubictcp_cong_avoid(struct sock *sk, u32 ack, u32 acked) __ksym;
+extern void cubictcp_state(struct sock *sk, u8 new_state) __ksym;
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
+extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
+extern u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
+extern void tcp_reno_cong_avoid(struct sock *sk, u32 ack, u32 acked) __ksym;
+extern u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+
+#define USEC_PER_SEC 1000000ULL
+#define TCP_INFINITE_SSTHRESH 0x7fffffff
+
+enum js_phase { JS_WAITING = 0, JS_ACTIVE, JS_DONE };
+
+struct stl_priv {
+	struct bictcp cubic; /* the kernel CUBIC's state (unused under Reno) */
+	u32 d;               /* Jump Start: segments allowed in the first RTT */
+	u32 js_high;         /* snd_nxt when Jump Start ended: the end of its flight */
+	u8 phase;
+	u8 js_loss;          /* a Jump Start segment was lost ... */
+	u8 js_cut;           /* ... and the end-of-recovery cut was applied */
+	u8 last_state;       /* the CA state before the current set_state call */
+};
+
+_Static_assert(sizeof(struct stl_priv) <= sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv),
+	       "private state does not fit icsk_ca_priv");
+
+static __always_inline struct stl_priv *priv(struct sock *sk)
+{
+	return (struct stl_priv *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+static __always_inline struct tcp_sock *tcp(struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+/* bytes/s that send `segs` full segments in `num`/`den` of the smoothed RTT */
+static __always_inline u64 pace_rate(struct tcp_sock *tp, u32 segs, u32 num, u32 den)
+{
+	u64 rtt_us = tp->srtt_us >> 3;
+
+	if (!rtt_us)
+		rtt_us = 1;
+	return (u64)segs * tp->mss_cache * USEC_PER_SEC * den / (rtt_us * num);
+}
+
+static __always_inline void start_pacing(struct sock *sk, u64 rate)
+{
+	sk->sk_pacing_rate = rate;
+	sk->sk_pacing_status = SK_PACING_NEEDED;
+}
+
+/* ---- Jump Start ------------------------------------------------------------ */
+
+static __always_inline void js_init(struct sock *sk, int cubic)
+{
+	struct stl_priv *p = priv(sk);
+
+	if (cubic)
+		cubictcp_init(sk);
+	p->d = 0;
+	p->js_high = 0;
+	p->phase = JS_WAITING;
+	p->js_loss = 0;
+	p->js_cut = 0;
+	p->last_state = TCP_CA_Open;
+}
+
+static __always_inline void js_start(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct stl_priv *p = priv(sk);
+	u32 mss = tp->mss_cache ? tp->mss_cache : 536;
+	u32 queued = tp->write_seq - tp->snd_una;
+	u32 window = tp->snd_wnd;
+	u32 d = ((queued < window ? queued : window) + mss - 1) / mss;
+
+	if (d > tp->snd_cwnd_clamp)
+		d = tp->snd_cwnd_clamp;
+	if (d < 1)
+		d = 1;
+	p->d = d;
+	p->phase = JS_ACTIVE;
+	if (d > tp->snd_cwnd)
+		tp->snd_cwnd = d;
+	start_pacing(sk, pace_rate(tp, d, 1, 1));
+}
+
+static __always_inline void js_end(struct sock *sk)
+{
+	struct stl_priv *p = priv(sk);
+
+	p->phase = JS_DONE;
+	p->js_high = tcp(sk)->snd_nxt;
+	sk->sk_pacing_status = SK_PACING_NONE; /* the base algorithms do not pace */
+}
+
+/* Was the segment now being recovered sent in the Jump Start round? */
+static __always_inline int js_segment_lost(struct sock *sk)
+{
+	struct stl_priv *p = priv(sk);
+
+	if (p->phase == JS_ACTIVE)
+		return 1;
+	return p->phase == JS_DONE && (s32)(tcp(sk)->snd_una - p->js_high) < 0;
+}
+
+static __always_inline u32 js_ssthresh(struct sock *sk, int cubic)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct stl_priv *p = priv(sk);
+	u32 base = cubic ? cubictcp_recalc_ssthresh(sk) : tcp_reno_ssthresh(sk);
+
+	if (!p->js_loss && js_segment_lost(sk)) {
+		p->js_loss = 1;
+		if (p->phase == JS_ACTIVE)
+			js_end(sk);
+		return tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
+	}
+	return base;
+}
+
+static __always_inline void js_set_state(struct sock *sk, u8 new_state, int cubic)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct stl_priv *p = priv(sk);
+	u32 delivered, target;
+
+	if (cubic)
+		cubictcp_state(sk, new_state);
+	if (p->js_loss && !p->js_cut && new_state == TCP_CA_Open &&
+	    (p->last_state == TCP_CA_Recovery || p->last_state == TCP_CA_Loss)) {
+		delivered = p->d > tp->total_retrans ? p->d - tp->total_retrans : 0;
+		target = delivered / 2 > 2 ? delivered / 2 : 2;
+		if (target < tp->snd_ssthresh) {
+			tp->snd_ssthresh = target;
+			tp->snd_cwnd = target;
+		}
+		p->js_cut = 1;
+	}
+	p->last_state = new_state;
+}
+
+static __always_inline void js_cwnd_event(struct sock *sk, enum tcp_ca_event ev, int cubic)
+{
+	if (ev == CA_EVENT_TX_START && priv(sk)->phase == JS_WAITING)
+		js_start(sk);
+	if (cubic)
+		cubictcp_cwnd_event(sk, ev);
+}
+
+static __always_inline void js_acked(struct sock *sk, const struct ack_sample *sample, int cubic)
+{
+	if (priv(sk)->phase == JS_ACTIVE && sample->pkts_acked > 0)
+		js_end(sk);
+	if (cubic)
+		cubictcp_acked(sk, sample);
+}
+
+SEC("struct_ops/stl_jsr_init")
+void BPF_PROG(stl_jsr_init, struct sock *sk) { js_init(sk, 0); }
+SEC("struct_ops/stl_jsr_ssthresh")
+u32 BPF_PROG(stl_jsr_ssthresh, struct sock *sk) { return js_ssthresh(sk, 0); }
+SEC("struct_ops/stl_jsr_cong_avoid")
+void BPF_PROG(stl_jsr_cong_avoid, struct sock *sk, u32 ack, u32 acked) { tcp_reno_cong_avoid(sk, ack, acked); }
+SEC("struct_ops/stl_jsr_set_state")
+void BPF_PROG(stl_jsr_set_state, struct sock *sk, u8 new_state) { js_set_state(sk, new_state, 0); }
+SEC("struct_ops/stl_jsr_cwnd_event")
+void BPF_PROG(stl_jsr_cwnd_event, struct sock *sk, enum tcp_ca_event ev) { js_cwnd_event(sk, ev, 0); }
+SEC("struct_ops/stl_jsr_acked")
+void BPF_PROG(stl_jsr_acked, struct sock *sk, const struct ack_sample *sample) { js_acked(sk, sample, 0); }
+SEC("struct_ops/stl_jsr_undo")
+u32 BPF_PROG(stl_jsr_undo, struct sock *sk) { return tcp_reno_undo_cwnd(sk); }
+
+SEC(".struct_ops")
+struct tcp_congestion_ops stl_js_reno = {
+	.init = (void *)stl_jsr_init,
+	.ssthresh = (void *)stl_jsr_ssthresh,
+	.cong_avoid = (void *)stl_jsr_cong_avoid,
+	.set_state = (void *)stl_jsr_set_state,
+	.cwnd_event = (void *)stl_jsr_cwnd_event,
+	.pkts_acked = (void *)stl_jsr_acked,
+	.undo_cwnd = (void *)stl_jsr_undo,
+	.name = "stlXX_js_reno",
+};
+
+SEC("struct_ops/stl_jsc_init")
+void BPF_PROG(stl_jsc_init, struct sock *sk) { js_init(sk, 1); }
+SEC("struct_ops/stl_jsc_ssthresh")
+u32 BPF_PROG(stl_jsc_ssthresh, struct sock *sk) { return js_ssthresh(sk, 1); }
+SEC("struct_ops/stl_jsc_cong_avoid")
+void BPF_PROG(stl_jsc_cong_avoid, struct sock *sk, u32 ack, u32 acked) { cubictcp_cong_avoid(sk, ack, acked); }
+SEC("struct_ops/stl_jsc_set_state")
+void BPF_PROG(stl_jsc_set_state, struct sock *sk, u8 new_state) { js_set_state(sk, new_state, 1); }
+SEC("struct_ops/stl_jsc_cwnd_event")
+void BPF_PROG(stl_jsc_cwnd_event, struct sock *sk, enum tcp_ca_event ev) { js_cwnd_event(sk, ev, 1); }
+SEC("struct_ops/stl_jsc_acked")
+void BPF_PROG(stl_jsc_acked, struct sock *sk, const struct ack_sample *sample) { js_acked(sk, sample, 1); }
+SEC("struct_ops/stl_jsc_undo")
+u32 BPF_PROG(stl_jsc_undo, struct sock *sk) { return tcp_reno_undo_cwnd(sk); }
+
+SEC(".struct_ops")
+struct tcp_congestion_ops stl_js_cubic = {
+	.init = (void *)stl_jsc_init,
+	.ssthresh = (void *)stl_jsc_ssthresh,
+	.cong_avoid = (void *)stl_jsc_cong_avoid,
+	.set_state = (void *)stl_jsc_set_state,
+	.cwnd_event = (void *)stl_jsc_cwnd_event,
+	.pkts_acked = (void *)stl_jsc_acked,
+	.undo_cwnd = (void *)stl_jsc_undo,
+	.name = "stlXX_js_cubic",
+};
+
+/* ---- Blitzstart ------------------------------------------------------------ */
+
+SEC("struct_ops/stl_blitz_init")
+void BPF_PROG(stl_blitz_init, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp(sk);
+
+	cubictcp_init(sk);
+	/* The sock_ops program set cwnd from the hint; a socket given this congestion
+	 * control without a hint starts from the initial window, in CA all the same. */
+	tp->snd_ssthresh = tp->snd_cwnd;
+	start_pacing(sk, pace_rate(tp, tp->snd_cwnd, 3, 4));
+}
+SEC("struct_ops/stl_blitz_ssthresh")
+u32 BPF_PROG(stl_blitz_ssthresh, struct sock *sk) { return cubictcp_recalc_ssthresh(sk); }
+SEC("struct_ops/stl_blitz_cong_avoid")
+void BPF_PROG(stl_blitz_cong_avoid, struct sock *sk, u32 ack, u32 acked) { cubictcp_cong_avoid(sk, ack, acked); }
+SEC("struct_ops/stl_blitz_set_state")
+void BPF_PROG(stl_blitz_set_state, struct sock *sk, u8 new_state) { cubictcp_state(sk, new_state); }
+SEC("struct_ops/stl_blitz_cwnd_event")
+void BPF_PROG(stl_blitz_cwnd_event, struct sock *sk, enum tcp_ca_event ev) { cubictcp_cwnd_event(sk, ev); }
+SEC("struct_ops/stl_blitz_acked")
+void BPF_PROG(stl_blitz_acked, struct sock *sk, const struct ack_sample *sample) { cubictcp_acked(sk, sample); }
+SEC("struct_ops/stl_blitz_undo")
+u32 BPF_PROG(stl_blitz_undo, struct sock *sk) { return tcp_reno_undo_cwnd(sk); }
+
+SEC(".struct_ops")
+struct tcp_congestion_ops stl_blitz = {
+	.init = (void *)stl_blitz_init,
+	.ssthresh = (void *)stl_blitz_ssthresh,
+	.cong_avoid = (void *)stl_blitz_cong_avoid,
+	.set_state = (void *)stl_blitz_set_state,
+	.cwnd_event = (void *)stl_blitz_cwnd_event,
+	.pkts_acked = (void *)stl_blitz_acked,
+	.undo_cwnd = (void *)stl_blitz_undo,
+	.name = "stlXX_blitz",
+};
+
+char LICENSE[] SEC("license") = "GPL";

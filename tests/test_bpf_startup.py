@@ -1,0 +1,238 @@
+"""Root integration tests: Jump Start and Blitzstart on the wire, read from captures.
+
+Each test builds a small dumbbell, installs a variant on the pair cl1 ← sv1 only,
+fetches an object over HTTP through both pairs (cl2 ← sv2 is a baseline host in other
+namespaces of the same network) and reads the server-side capture in front of the
+bottleneck queue, where the sender's own spacing is still intact. Afterwards the
+clean_machine fixture (tests/conftest.py) proves that no struct_ops, cgroup
+attachment or pin of ours is left.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hosts.apps import HTTP_PORT, Lighttpd, curl_fetch, make_object
+from hosts.bpf import loader
+from hosts.capture import start_captures
+from hosts.implementations.base import InstallContext
+from hosts.implementations.blitzstart import decode_option, initial_cwnd
+from hosts.variants import get_variant
+from topologies.network import Network
+from topologies.path import CLIENT_NET, GATEWAY_HOST, SERVER_NET
+from topologies.profiles import LinkProfile
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+
+MSS = 1448
+KERNEL_UNPACED = 10          # the kernel does not pace a connection's first 10 data segments
+SYN, ACK = 0x02, 0x10
+
+
+def profile(rate_mbps: float = 20, rtt_ms: float = 40) -> LinkProfile:
+    return LinkProfile(name=f"test-bpf-{rate_mbps:g}", down_mbps=rate_mbps, up_mbps=rate_mbps,
+                       rtt_ms=rtt_ms, buffer_pkts=400)
+
+
+# -- a pcap reader that keeps the TCP options (the columnar extractor drops them) --------
+@dataclass
+class Segment:
+    ts: float
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload: int
+    options: bytes
+
+
+def read_pcap(path: Path) -> list[Segment]:
+    """Ethernet/IPv4/TCP records of a classic pcap file (tcpdump -w)."""
+    data = path.read_bytes()
+    magic = data[:4]
+    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    linktype = struct.unpack(endian + "I", data[20:24])[0]
+    assert linktype == 1, f"expected Ethernet captures, got linktype {linktype}"
+    out, off = [], 24
+    while off + 16 <= len(data):
+        sec, frac, caplen, _ = struct.unpack(endian + "IIII", data[off:off + 16])
+        frame = data[off + 16:off + 16 + caplen]
+        off += 16 + caplen
+        if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+            continue
+        ihl = (frame[14] & 0x0F) * 4
+        total = struct.unpack("!H", frame[16:18])[0]
+        tcp = frame[14 + ihl:]
+        sport, dport, seq, ack, off_flags = struct.unpack("!HHIIH", tcp[:14])
+        thl = (off_flags >> 12) * 4
+        out.append(Segment(ts=sec + frac / (1e9 if nano else 1e6),
+                           src=socket.inet_ntoa(frame[26:30]), dst=socket.inet_ntoa(frame[30:34]),
+                           sport=sport, dport=dport, seq=seq, ack=ack, flags=off_flags & 0xFF,
+                           payload=total - ihl - thl, options=bytes(tcp[20:thl])))
+    return out
+
+
+@dataclass
+class Flight:
+    """The server's data segments sent before the first ACK of its data came back."""
+    syn: Segment
+    segments: list[Segment]
+    handshake_rtt_s: float
+
+    @property
+    def count(self) -> int:
+        return len(self.segments)
+
+    @property
+    def span_s(self) -> float:
+        return self.segments[-1].ts - self.segments[0].ts
+
+    def paced_span_s(self) -> float:
+        """Time over which the segments after the kernel's unpaced first ten left."""
+        return self.segments[-1].ts - self.segments[min(KERNEL_UNPACED, self.count - 1)].ts
+
+
+def first_flight(segments: list[Segment], client_ip: str, server_ip: str) -> Flight:
+    """The first HTTP connection from client_ip to server_ip: its SYN and first flight."""
+    syn = next(s for s in segments if s.src == client_ip and s.dst == server_ip and s.flags & SYN
+               and not s.flags & ACK and s.dport == HTTP_PORT)
+    conn = [s for s in segments if {(s.src, s.sport), (s.dst, s.dport)} == {(client_ip, syn.sport),
+                                                                              (server_ip, HTTP_PORT)}]
+    synack = next(s for s in conn if s.src == server_ip and s.flags & SYN)
+    hs_ack = next(s for s in conn if s.src == client_ip and s.ts > synack.ts and s.flags & ACK)
+    server_isn = synack.seq
+    data_acked = next(s for s in conn if s.src == client_ip and s.flags & ACK
+                      and (s.ack - server_isn) % 2 ** 32 > 1)
+    flight = [s for s in conn if s.src == server_ip and s.payload > 0 and s.ts < data_acked.ts]
+    return Flight(syn=syn, segments=flight, handshake_rtt_s=hs_ack.ts - synack.ts)
+
+
+# -- one run --------------------------------------------------------------------------------
+def fetch_pair(tmp_path: Path, variant_name: str, size_bytes: int, prof: LinkProfile) -> dict:
+    """Install `variant_name` on cl1/sv1, fetch from both pairs, return captures and counters."""
+    with Network(prof, tmp_path / "net") as net:
+        n, inst = net.names, net.instance
+        cl1, sv1 = net.host(n.client(1)), net.host(n.server(1))
+        cl2, sv2 = net.host(n.client(2)), net.host(n.server(2))
+        last = net.host(n.router(n.routers))
+        ctx = {cl1.name: InstallContext(gateway=f"{CLIENT_NET}.{GATEWAY_HOST}", rate_bps=prof.rate_bps("down"),
+                                        rtt_s=prof.rtt_s, instance=inst),
+               sv1.name: InstallContext(gateway=f"{SERVER_NET}.{GATEWAY_HOST}", rate_bps=prof.rate_bps("down"),
+                                        rtt_s=prof.rtt_s, instance=inst)}
+        roles = {"server": [sv1], "client": [cl1]}
+        variant = get_variant(variant_name)
+        docroot = tmp_path / "www"
+        url = make_object(docroot, size_bytes)
+        pcap = tmp_path / "server-side.pcap"
+        variant.install(roles, ctx)
+        servers, captures = [], []
+        for sub in ("sv1", "sv2"):
+            (tmp_path / sub).mkdir()
+        try:
+            servers = [Lighttpd(sv1, n.server_ip(1), docroot, tmp_path / "sv1", inst),
+                       Lighttpd(sv2, n.server_ip(2), docroot, tmp_path / "sv2", inst)]
+            captures = start_captures([(last, f"{n.router(n.routers)}-eth1", pcap)], inst)
+            for i in (2, 1):
+                work = tmp_path / f"fetch{i}"
+                work.mkdir()
+                host = cl1 if i == 1 else cl2
+                got = curl_fetch(host, f"http://{n.server_ip(i)}:{HTTP_PORT}{url}", work, inst, 60)
+                assert got["http_code"] == 200 and int(got["size_download"]) == size_bytes, got
+            counters = {"client": loader.node_counters(inst, cl1), "server": loader.node_counters(inst, sv1),
+                        "baseline_server": loader.node_counters(inst, sv2)}
+            loaded_while_running = loader.loaded(inst)
+        finally:
+            for c in captures:
+                c.stop()
+            for s in servers:
+                s.stop()
+            variant.remove(roles, ctx)
+        counters["after_remove"] = loader.node_counters(inst, sv1)
+        segments = read_pcap(pcap)
+        return {"test": first_flight(segments, n.client_ip(1), n.server_ip(1)),
+                "baseline": first_flight(segments, n.client_ip(2), n.server_ip(2)),
+                "counters": counters, "loaded": loaded_while_running, "rtt_s": prof.rtt_s}
+
+
+def assert_baseline_untouched(run: dict) -> None:
+    """cl2 ← sv2 sits in other namespaces of the same network: kernel defaults (IW10)."""
+    base = run["baseline"]
+    assert decode_option(base.syn.options) is None, "the baseline client's SYN carries the hint option"
+    assert base.count == 10, f"baseline first flight {base.count} segments, expected IW10"
+    assert run["counters"]["baseline_server"] is None
+
+
+# -- Blitzstart ------------------------------------------------------------------------------
+@pytest.mark.parametrize("factor_variant,factor", [("blitz-1.0x", 1.0), ("blitz-3.0x", 3.0)])
+def test_blitzstart_hint_on_syn_and_paced_first_flight(tmp_path, factor_variant, factor):
+    prof = profile(rate_mbps=20, rtt_ms=40)
+    run = fetch_pair(tmp_path, factor_variant, 2_000_000, prof)
+    assert run["loaded"]
+    test = run["test"]
+    hint = decode_option(test.syn.options)
+    assert hint is not None, "the client's SYN carries no Blitzstart option"
+    assert hint[0] == round(factor * prof.rate_bps("down") / 1000), hint
+    counters = run["counters"]["server"]
+    assert counters["hints_seen"] == 1 and counters["cc_set"] == 1 and counters["errors"] == 0, counters
+    assert counters["last_hint_kbps"] == hint[0]
+    # The server's cwnd is the hinted BDP over its own handshake RTT sample …
+    expected = initial_cwnd(hint[0], counters["last_rtt_us"], MSS)
+    assert counters["last_cwnd"] == expected
+    bdp = factor * prof.rate_bps("down") * prof.rtt_s / 8 / MSS
+    assert 0.9 * bdp <= counters["last_cwnd"] <= 1.25 * bdp, (counters, bdp)
+    # … and on the wire the first flight is that window, paced over ~75 % of the RTT.
+    assert abs(test.count - expected) <= 2, (test.count, expected)
+    rtt = counters["last_rtt_us"] / 1e6
+    paced = test.paced_span_s()
+    ideal = 0.75 * rtt * (test.count - KERNEL_UNPACED) / test.count
+    assert 0.8 * ideal <= paced <= 1.2 * ideal + 0.002, (paced, ideal)
+    assert test.span_s < rtt, "the first flight outlasted the RTT"
+    assert_baseline_untouched(run)
+    assert run["counters"]["after_remove"] is None, "remove left the server's entry in the map"
+
+
+# -- Jump Start ------------------------------------------------------------------------------
+def test_jumpstart_sends_the_whole_object_paced_over_one_rtt(tmp_path):
+    prof = profile(rate_mbps=20, rtt_ms=40)
+    size = 150_000                               # ~104 segments: below the client's window
+    run = fetch_pair(tmp_path, "jumpstart", size, prof)
+    test = run["test"]
+    assert decode_option(test.syn.options) is None
+    counters = run["counters"]["server"]
+    assert counters["cc_set"] == 1 and counters["errors"] == 0, counters
+    segments_needed = -(-size // MSS)
+    # D = data queued (the response header adds a fraction of a segment).
+    assert segments_needed <= test.count <= segments_needed + 1, (test.count, segments_needed)
+    rtt = test.handshake_rtt_s
+    ideal = rtt * (test.count - KERNEL_UNPACED) / test.count
+    assert 0.8 * ideal <= test.paced_span_s() <= 1.2 * ideal + 0.002, (test.paced_span_s(), ideal)
+    assert_baseline_untouched(run)
+
+
+def test_jumpstart_first_flight_is_capped_by_the_receive_window(tmp_path, monkeypatch):
+    """With the client's initial window at 40 segments, D = 40 although more is queued."""
+    from hosts import variants as variants_module
+    from hosts.implementations.base import Implementation
+    from hosts.variants import RolePart, Variant
+
+    js: Implementation = variants_module.IMPLEMENTATIONS["jumpstart"]
+    small_window = Variant("jumpstart-rwnd40", "test", {
+        "server": RolePart(js, js.resolve({})),
+        "client": RolePart(js, js.resolve({"irw": 40, "rcvbuf": 1 << 20})),
+    })
+    monkeypatch.setitem(variants_module.VARIANTS, small_window.name, small_window)
+    prof = profile(rate_mbps=20, rtt_ms=40)
+    run = fetch_pair(tmp_path, small_window.name, 500_000, prof)
+    test = run["test"]
+    window_segments = 40
+    assert window_segments - 1 <= test.count <= window_segments + 1, test.count
+    ideal = test.handshake_rtt_s * (test.count - KERNEL_UNPACED) / test.count
+    assert 0.8 * ideal <= test.paced_span_s() <= 1.2 * ideal + 0.002, (test.paced_span_s(), ideal)
