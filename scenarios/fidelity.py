@@ -110,6 +110,8 @@ def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 2
         "delay_reorders": sum(int(s.get("reorders") or 0) for s in delay_stats),
         "delay_lateness_us": [s.get("lateness_us") for s in delay_stats],
         "delay_cpu_s": [s.get("cpu_s") for s in delay_stats],
+        "delay_cpu_cores": [round(s["cpu_s"] / s["lifetime_s"], 3) if s.get("cpu_s") is not None
+                            and s.get("lifetime_s") else None for s in delay_stats],
         "setup_s": round(net.timings.get("setup_s", 0), 3),
         "teardown_s": round(net.timings.get("teardown_s", 0), 3),
         "wall_s": round(time.monotonic() - t0, 2),

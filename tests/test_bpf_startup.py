@@ -49,6 +49,7 @@ class Segment:
     seq: int
     ack: int
     flags: int
+    win: int
     payload: int
     options: bytes
 
@@ -71,13 +72,26 @@ def read_pcap(path: Path) -> list[Segment]:
         ihl = (frame[14] & 0x0F) * 4
         total = struct.unpack("!H", frame[16:18])[0]
         tcp = frame[14 + ihl:]
-        sport, dport, seq, ack, off_flags = struct.unpack("!HHIIH", tcp[:14])
+        sport, dport, seq, ack, off_flags, win = struct.unpack("!HHIIHH", tcp[:16])
         thl = (off_flags >> 12) * 4
         out.append(Segment(ts=sec + frac / (1e9 if nano else 1e6),
                            src=socket.inet_ntoa(frame[26:30]), dst=socket.inet_ntoa(frame[30:34]),
                            sport=sport, dport=dport, seq=seq, ack=ack, flags=off_flags & 0xFF,
-                           payload=total - ihl - thl, options=bytes(tcp[20:thl])))
+                           win=win, payload=total - ihl - thl, options=bytes(tcp[20:thl])))
     return out
+
+
+def window_scale(options: bytes) -> int:
+    """The window scale shift a SYN announces (0 without the option)."""
+    i = 0
+    while i < len(options) and options[i] != 0:
+        if options[i] == 1:
+            i += 1
+            continue
+        if options[i] == 3:
+            return options[i + 2]
+        i += max(2, options[i + 1])
+    return 0
 
 
 @dataclass
@@ -86,6 +100,12 @@ class Flight:
     syn: Segment
     segments: list[Segment]
     handshake_rtt_s: float
+    rwnd: int                 # the client's advertised window when the first data left, bytes
+    response_bytes: int       # everything the server sent on the connection (header + object)
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.payload for s in self.segments)
 
     @property
     def count(self) -> int:
@@ -112,7 +132,10 @@ def first_flight(segments: list[Segment], client_ip: str, server_ip: str) -> Fli
     data_acked = next(s for s in conn if s.src == client_ip and s.flags & ACK
                       and (s.ack - server_isn) % 2 ** 32 > 1)
     flight = [s for s in conn if s.src == server_ip and s.payload > 0 and s.ts < data_acked.ts]
-    return Flight(syn=syn, segments=flight, handshake_rtt_s=hs_ack.ts - synack.ts)
+    last_from_client = [s for s in conn if s.src == client_ip and s.ts < flight[0].ts][-1]
+    sent = {s.seq: s.payload for s in conn if s.src == server_ip and s.payload > 0}
+    return Flight(syn=syn, segments=flight, handshake_rtt_s=hs_ack.ts - synack.ts,
+                  rwnd=last_from_client.win << window_scale(syn.options), response_bytes=sum(sent.values()))
 
 
 # -- one run --------------------------------------------------------------------------------
@@ -208,9 +231,10 @@ def test_jumpstart_sends_the_whole_object_paced_over_one_rtt(tmp_path):
     assert decode_option(test.syn.options) is None
     counters = run["counters"]["server"]
     assert counters["cc_set"] == 1 and counters["errors"] == 0, counters
-    segments_needed = -(-size // MSS)
-    # D = data queued (the response header adds a fraction of a segment).
-    assert segments_needed <= test.count <= segments_needed + 1, (test.count, segments_needed)
+    # D = data queued: the whole response (header + object) leaves before the first ACK.
+    assert test.rwnd > test.response_bytes > size
+    assert test.bytes == test.response_bytes, (test.bytes, test.response_bytes)
+    assert test.count == -(-test.response_bytes // MSS)
     rtt = test.handshake_rtt_s
     ideal = rtt * (test.count - KERNEL_UNPACED) / test.count
     assert 0.8 * ideal <= test.paced_span_s() <= 1.2 * ideal + 0.002, (test.paced_span_s(), ideal)
@@ -232,7 +256,9 @@ def test_jumpstart_first_flight_is_capped_by_the_receive_window(tmp_path, monkey
     prof = profile(rate_mbps=20, rtt_ms=40)
     run = fetch_pair(tmp_path, small_window.name, 500_000, prof)
     test = run["test"]
-    window_segments = 40
-    assert window_segments - 1 <= test.count <= window_segments + 1, test.count
+    # initrwnd 40 x the advertised MSS (1460), rounded to the window scale's granularity
+    assert abs(test.rwnd - 40 * 1460) < 1 << window_scale(test.syn.options), test.rwnd
+    assert test.bytes == test.rwnd, (test.bytes, test.rwnd)       # D = the window, not the 500 KB queued
+    assert test.count == -(-test.rwnd // MSS)
     ideal = test.handshake_rtt_s * (test.count - KERNEL_UNPACED) / test.count
     assert 0.8 * ideal <= test.paced_span_s() <= 1.2 * ideal + 0.002, (test.paced_span_s(), ideal)

@@ -7,6 +7,7 @@ is made, so an exception, Ctrl-C or SIGTERM at any point leaves nothing behind o
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -35,12 +36,14 @@ class Network:
     """
 
     def __init__(self, profile: LinkProfile, workdir: Path, *, pairs: int = 2,
-                 delay_backend: str = "auto", offload: bool = False):
+                 delay_backend: str = "auto", offload: bool | None = None):
         self.profile = profile
         self.workdir = Path(workdir)
         self.pairs = pairs
         self.delay_preference = delay_backend
-        self.offload = offload
+        # Packet-exact captures need one MTU per packet on the wire; profiles made for
+        # rate ceilings turn segmentation offloads on.
+        self.offload = profile.offload if offload is None else offload
         self.instance: registry.Instance | None = None
         self.names: PathNames | None = None
         self.net: Mininet | None = None
@@ -96,7 +99,8 @@ class Network:
         t0 = time.monotonic()
         for name, element in self.delays:
             try:
-                self.delay_stats.append({"core": name, **element.stop()})
+                lifetime = time.monotonic() - self.timings.get("delay_started", time.monotonic())
+                self.delay_stats.append({"core": name, "lifetime_s": round(lifetime, 3), **element.stop()})
             except Exception as exc:  # keep tearing down; report what failed
                 log.warning("stopping the delay element on %s failed: %s", name, exc)
         self.delays = []
@@ -147,7 +151,7 @@ class Network:
                 check_cmd(node, f"ip addr flush dev {intf.name}")
                 check_cmd(node, f"ethtool -K {intf.name} tso {off} gso {off} gro {off} >/dev/null")
                 check_cmd(node, f"ip link set {intf.name} up mtu {self.profile.mtu}")
-                delay.set_single_cpu_rps(node, intf.name, 0)
+                delay.set_single_cpu_rps(node, intf.name, self._rps_cpu(intf.name))
         n = self.names
         for name in n.clients() + n.servers():
             # Socket buffers that never cap a window on the profiles' BDPs plus buffers
@@ -169,6 +173,22 @@ class Network:
             for intf in sw.intfList():
                 if intf.name != "lo":
                     check_cmd(sw, f"ethtool -K {intf.name} tso {off} gso {off} gro {off} >/dev/null")
+                    delay.set_single_cpu_rps(sw, intf.name, self._rps_cpu(intf.name))
+
+    def _rps_cpu(self, intf: str) -> int:
+        """The one CPU that handles frames arriving on `intf`.
+
+        veth delivers a frame to the backlog of the sending CPU unless RPS steers it, so
+        frames of one flow sent from different CPUs can overtake each other. One fixed CPU
+        per interface keeps order; putting the client half of the path (clients, their
+        switch, r1, the core's client-side port) on CPU 0 and the server half on CPU 1
+        shares the per-packet work of high rates between two cores.
+        """
+        if (os.cpu_count() or 1) < 2:
+            return 0
+        n = self.names
+        client_side = (f"{n.prefix}cl", n.switch("client") + "-", n.router(1) + "-", n.core(1) + "-eth0")
+        return 0 if intf.startswith(client_side) else 1
 
     def _configure_routes(self) -> None:
         n = self.names
@@ -225,6 +245,7 @@ class Network:
                           one_way, one_way, self.profile.rate_bps("up"), self.profile.rate_bps("down"),
                           self.workdir / f"delay-{n.core(k)}", self.instance)
             self.delays.append((n.core(k), element))
+        self.timings["delay_started"] = time.monotonic()
 
     def queue_drops(self) -> dict[str, int]:
         """Drops counted by each tbf so far (interface → packets)."""

@@ -31,6 +31,9 @@ MAX_BUFFER_PKTS = 100_000
 # of tokens absorbs that lateness, so the delivered rate stays within 1 %.
 TBF_SLACK_S = 250e-6
 TBF_MIN_BURST_PKTS = 2
+# With segmentation offloads on, a GSO frame carries up to 64 KiB of payload; tbf splits
+# any packet larger than its bucket, so the bucket must hold a whole one (with headers).
+TBF_GSO_BURST_BYTES = 96 * 1024
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class LinkProfile:
     buffer_ms: float | None = None
     mtu: int = 1500
     topology: str = "dumbbell"
+    offload: bool = False     # GSO/TSO/GRO on: for rate ceilings, not packet-exact captures
     source: str = ""
 
     # -- derived figures ------------------------------------------------------------
@@ -86,7 +90,8 @@ class LinkProfile:
         """Smallest bucket that keeps tbf's delivered rate within 1 % here (see TBF_SLACK_S)."""
         slack = self.rate_bps(direction) / 8 * TBF_SLACK_S
         packets = max(TBF_MIN_BURST_PKTS, math.ceil(slack / self.frame_bytes))
-        return packets * self.frame_bytes
+        burst = packets * self.frame_bytes
+        return max(burst, TBF_GSO_BURST_BYTES) if self.offload else burst
 
     def goodput_ideal_bps(self, direction: str = "down") -> float:
         """TCP payload rate of a saturated link: rate × MSS / (MSS + all headers)."""
@@ -106,7 +111,7 @@ class LinkProfile:
 
 def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
     fields.unknown({"down_mbps", "up_mbps", "rtt_ms", "buffer_pkts", "buffer_ms", "mtu",
-                    "topology", "source"})
+                    "topology", "offload", "source"})
     down = fields.number("down_mbps", low=0.001, high=MAX_RATE_MBPS)
     up = fields.number("up_mbps", low=0.001, high=MAX_RATE_MBPS)
     rtt = fields.number("rtt_ms", low=0.1, high=MAX_RTT_MS)
@@ -121,7 +126,7 @@ def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
     topology = fields.text("topology", "dumbbell", choices=["dumbbell", "chain"])
     return LinkProfile(name=name, down_mbps=down, up_mbps=up, rtt_ms=rtt, buffer_pkts=buffer_pkts,
                        buffer_ms=buffer_ms, mtu=mtu, topology=topology,
-                       source=fields.text("source", ""))
+                       offload=fields.flag("offload", False), source=fields.text("source", ""))
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, LinkProfile]:

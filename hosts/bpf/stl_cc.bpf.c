@@ -3,9 +3,9 @@
  *
  * stl_js_reno / stl_js_cubic — Jump Start (Liu, Allman, Jin, Wang, PFLDnet 2007)
  * over the kernel's own Reno or CUBIC:
- *   - when the first data segment leaves (CA_EVENT_TX_START), D = min(receiver's
- *     window, data queued) in segments; cwnd = D and the pacing rate D / RTT, the
- *     RTT being the handshake's sample (the only one yet);
+ *   - from the first data segment (CA_EVENT_TX_START) to the first ACK,
+ *     D = min(receiver's window, data queued) in segments, cwnd = D and the pacing
+ *     rate D / RTT, the RTT being the handshake's sample (the only one yet);
  *   - the first ACK of new data ends Jump Start: pacing stops and the base
  *     algorithm continues from cwnd = D (ssthresh still infinite, as after any start);
  *   - a loss among the Jump Start segments halves cwnd (ssthresh = cwnd / 2, not
@@ -50,7 +50,7 @@ enum js_phase { JS_WAITING = 0, JS_ACTIVE, JS_DONE };
 
 struct stl_priv {
 	struct bictcp cubic; /* the kernel CUBIC's state (unused under Reno) */
-	u32 d;               /* Jump Start: segments allowed in the first RTT */
+	u32 d;               /* Jump Start: segments admitted in the first RTT so far */
 	u32 js_high;         /* snd_nxt when Jump Start ended: the end of its flight */
 	u8 phase;
 	u8 js_loss;          /* a Jump Start segment was lost ... */
@@ -103,7 +103,12 @@ static __always_inline void js_init(struct sock *sk, int cubic)
 	p->last_state = TCP_CA_Open;
 }
 
-static __always_inline void js_start(struct sock *sk)
+/* D = min(receiver's window, data queued), in segments. Applications write a
+ * response in pieces and the kernel sends after each piece, so D is evaluated when
+ * the first segment leaves and again at every transmit attempt until the first ACK
+ * (min_tso_segs is the congestion control's one hook there): the round admits what
+ * is queued during it, up to the window, at D per RTT. */
+static __always_inline void js_update(struct sock *sk)
 {
 	struct tcp_sock *tp = tcp(sk);
 	struct stl_priv *p = priv(sk);
@@ -114,10 +119,9 @@ static __always_inline void js_start(struct sock *sk)
 
 	if (d > tp->snd_cwnd_clamp)
 		d = tp->snd_cwnd_clamp;
-	if (d < 1)
-		d = 1;
+	if (d <= p->d)
+		return;
 	p->d = d;
-	p->phase = JS_ACTIVE;
 	if (d > tp->snd_cwnd)
 		tp->snd_cwnd = d;
 	start_pacing(sk, pace_rate(tp, d, 1, 1));
@@ -180,8 +184,10 @@ static __always_inline void js_set_state(struct sock *sk, u8 new_state, int cubi
 
 static __always_inline void js_cwnd_event(struct sock *sk, enum tcp_ca_event ev, int cubic)
 {
-	if (ev == CA_EVENT_TX_START && priv(sk)->phase == JS_WAITING)
-		js_start(sk);
+	if (ev == CA_EVENT_TX_START && priv(sk)->phase == JS_WAITING) {
+		priv(sk)->phase = JS_ACTIVE;
+		js_update(sk);
+	}
 	if (cubic)
 		cubictcp_cwnd_event(sk, ev);
 }
@@ -192,6 +198,14 @@ static __always_inline void js_acked(struct sock *sk, const struct ack_sample *s
 		js_end(sk);
 	if (cubic)
 		cubictcp_acked(sk, sample);
+}
+
+/* The kernel's default (net.ipv4.tcp_min_tso_segs); the call is our hook, not a TSO policy. */
+static __always_inline u32 js_min_tso_segs(struct sock *sk)
+{
+	if (priv(sk)->phase == JS_ACTIVE)
+		js_update(sk);
+	return 2;
 }
 
 SEC("struct_ops/stl_jsr_init")
@@ -206,6 +220,8 @@ SEC("struct_ops/stl_jsr_cwnd_event")
 void BPF_PROG(stl_jsr_cwnd_event, struct sock *sk, enum tcp_ca_event ev) { js_cwnd_event(sk, ev, 0); }
 SEC("struct_ops/stl_jsr_acked")
 void BPF_PROG(stl_jsr_acked, struct sock *sk, const struct ack_sample *sample) { js_acked(sk, sample, 0); }
+SEC("struct_ops/stl_jsr_min_tso")
+u32 BPF_PROG(stl_jsr_min_tso, struct sock *sk) { return js_min_tso_segs(sk); }
 SEC("struct_ops/stl_jsr_undo")
 u32 BPF_PROG(stl_jsr_undo, struct sock *sk) { return tcp_reno_undo_cwnd(sk); }
 
@@ -217,6 +233,7 @@ struct tcp_congestion_ops stl_js_reno = {
 	.set_state = (void *)stl_jsr_set_state,
 	.cwnd_event = (void *)stl_jsr_cwnd_event,
 	.pkts_acked = (void *)stl_jsr_acked,
+	.min_tso_segs = (void *)stl_jsr_min_tso,
 	.undo_cwnd = (void *)stl_jsr_undo,
 	.name = "stlXX_js_reno",
 };
@@ -233,6 +250,8 @@ SEC("struct_ops/stl_jsc_cwnd_event")
 void BPF_PROG(stl_jsc_cwnd_event, struct sock *sk, enum tcp_ca_event ev) { js_cwnd_event(sk, ev, 1); }
 SEC("struct_ops/stl_jsc_acked")
 void BPF_PROG(stl_jsc_acked, struct sock *sk, const struct ack_sample *sample) { js_acked(sk, sample, 1); }
+SEC("struct_ops/stl_jsc_min_tso")
+u32 BPF_PROG(stl_jsc_min_tso, struct sock *sk) { return js_min_tso_segs(sk); }
 SEC("struct_ops/stl_jsc_undo")
 u32 BPF_PROG(stl_jsc_undo, struct sock *sk) { return tcp_reno_undo_cwnd(sk); }
 
@@ -244,6 +263,7 @@ struct tcp_congestion_ops stl_js_cubic = {
 	.set_state = (void *)stl_jsc_set_state,
 	.cwnd_event = (void *)stl_jsc_cwnd_event,
 	.pkts_acked = (void *)stl_jsc_acked,
+	.min_tso_segs = (void *)stl_jsc_min_tso,
 	.undo_cwnd = (void *)stl_jsc_undo,
 	.name = "stlXX_js_cubic",
 };
