@@ -14,6 +14,15 @@ def listening(node, port: int) -> bool:
     return f":{port}" in node.cmd(f"ss -ltnH sport = :{port}")
 
 
+def start_server(node, argv: list[str], port: int, instance, what: str, log_path: Path) -> NodeProcess:
+    """Start a server and wait until it listens on `port` (an error if it exits instead)."""
+    proc = NodeProcess(node, argv, instance, what, log_path=log_path)
+    if not wait_until(lambda: listening(node, port) or not proc.running(), 10) or not proc.running():
+        proc.stop()
+        raise RuntimeError(f"{what} did not start listening on port {port}: {proc.output()[-300:]}")
+    return proc
+
+
 def make_object(docroot: Path, size_bytes: int) -> str:
     """A file of exactly `size_bytes` in the docroot; returns its URL path."""
     docroot.mkdir(parents=True, exist_ok=True)
@@ -45,14 +54,8 @@ class Lighttpd:
             'mimetype.assign = ( "" => "application/octet-stream" )',
             "",
         ]))
-        self.node = node
-        self.proc = NodeProcess(node, ["lighttpd", "-D", "-f", str(conf)], instance, "lighttpd",
-                                log_path=workdir / "lighttpd.log")
-        if not wait_until(lambda: listening(node, HTTP_PORT) or not self.proc.running(), 10):
-            self.proc.stop()
-            raise RuntimeError("lighttpd did not start listening")
-        if not self.proc.running():
-            raise RuntimeError(f"lighttpd exited: {self.proc.output()[-300:]}")
+        self.proc = start_server(node, ["lighttpd", "-D", "-f", str(conf)], HTTP_PORT, instance, "lighttpd",
+                                 workdir / "lighttpd.log")
 
     def stop(self) -> None:
         self.proc.stop()
@@ -60,22 +63,22 @@ class Lighttpd:
 
 class Iperf3Server:
     def __init__(self, node, workdir: Path, instance, port: int = IPERF_PORT):
-        self.port = port
-        self.proc = NodeProcess(node, ["iperf3", "-s", "-p", str(port)], instance, "iperf3 server",
-                                log_path=workdir / "iperf3-server.log")
-        if not wait_until(lambda: listening(node, port) or not self.proc.running(), 10):
-            self.proc.stop()
-            raise RuntimeError("iperf3 server did not start listening")
+        self.proc = start_server(node, ["iperf3", "-s", "-p", str(port)], port, instance, "iperf3 server",
+                                 workdir / "iperf3-server.log")
 
     def stop(self) -> None:
         self.proc.stop()
 
 
 def iperf3_reverse_client(node, server_ip: str, seconds: float, workdir: Path, instance,
-                          port: int = IPERF_PORT) -> NodeProcess:
-    """A bulk flow from the server to this node (iperf3 -R), running in the background."""
+                          port: int = IPERF_PORT, omit_s: float = 0, interval_s: float = 0) -> NodeProcess:
+    """A bulk flow from the server to this node (iperf3 -R), running in the background.
+
+    Its JSON report lands in workdir/iperf3-client.json; `interval_s` 0 means no interval
+    reports, `omit_s` leaves the first seconds out of them.
+    """
     return NodeProcess(node, ["iperf3", "-c", server_ip, "-p", str(port), "-R", "-t", f"{seconds:.0f}",
-                              "-i", "0", "-J"],
+                              "-O", f"{omit_s:.0f}", "-i", f"{interval_s:g}", "-J"],
                        instance, "iperf3 client", log_path=workdir / "iperf3-client.json")
 
 

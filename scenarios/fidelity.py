@@ -14,14 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from hosts.process import NodeProcess, wait_until
+from hosts.apps import Iperf3Server, iperf3_reverse_client
 from topologies.network import Network
 from topologies.profiles import LinkProfile
 
 RTT_TOLERANCE_MS = 0.5
 RTT_TOLERANCE_REL = 0.01
 GOODPUT_MIN_FRACTION = 0.98
-IPERF_PORT = 5201
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -38,15 +37,10 @@ def ping_rtts(client, server_ip: str, count: int, interval_s: float) -> list[flo
 def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path) -> dict:
     """Downstream iperf3 (server sends) goodput measured at the receiver, warm-up omitted."""
     n = net.names
-    server, client = net.host(n.server(1)), net.host(n.client(1))
-    srv = NodeProcess(server, ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], net.instance,
-                      "iperf3 server", log_path=workdir / "iperf3-server.log")
+    server = Iperf3Server(net.host(n.server(1)), workdir, net.instance)
     try:
-        wait_until(lambda: f":{IPERF_PORT}" in server.cmd(f"ss -ltnH sport = :{IPERF_PORT}"), 5)
-        out_path = workdir / "iperf3-client.json"
-        cli = NodeProcess(client, ["iperf3", "-c", n.server_ip(1), "-p", str(IPERF_PORT), "-R", "-J",
-                                   "-t", f"{seconds:.0f}", "-O", f"{omit_s:.0f}"],
-                          net.instance, "iperf3 client", log_path=out_path)
+        cli = iperf3_reverse_client(net.host(n.client(1)), n.server_ip(1), seconds, workdir, net.instance,
+                                    omit_s=omit_s, interval_s=1)
         rc = cli.wait(timeout=seconds + omit_s + 30)
         cli.stop()
         if rc != 0:
@@ -55,13 +49,13 @@ def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path)
         # From the intervals, not iperf3's end summary: with --omit and -R its summary
         # divides all received bytes by the non-omitted time (over 100 % on deep buffers).
         counted = [iv["sum"] for iv in report["intervals"] if not iv["sum"].get("omitted")]
-        seconds = sum(iv["seconds"] for iv in counted)
-        if seconds <= 0:
+        seconds_counted = sum(iv["seconds"] for iv in counted)
+        if seconds_counted <= 0:
             raise RuntimeError("iperf3 reported no measured interval")
-        return {"goodput_bps": sum(iv["bytes"] for iv in counted) * 8 / seconds,
+        return {"goodput_bps": sum(iv["bytes"] for iv in counted) * 8 / seconds_counted,
                 "retransmits": report["end"]["sum_sent"].get("retransmits")}
     finally:
-        srv.stop()
+        server.stop()
 
 
 def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 200,

@@ -86,3 +86,12 @@ def test_bad_input_gets_one_clear_line():
     res = run_py("run", "scenarios/smoke.yaml", "--variants", "nope")
     assert res.returncode == 2 and "--variants: unknown variant 'nope'" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_not_root_is_one_clear_line():
+    """A user without root gets one line saying so, not a traceback."""
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                          str(ROOT / "run.py"), "fidelity", "dsl-fast"], capture_output=True, text=True, env=ENV,
+                         timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip() == "startlab: startlab needs root to build network namespaces (run it with sudo)"
