@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, assert_nothing_left, leftovers
-from hosts.apps import Iperf3Server, iperf3_reverse_client
+from hosts.apps import Iperf3Server
+from hosts.process import NodeProcess
 from hosts.workloads.competing import tx_bytes
 from topologies.network import Network
 from topologies.profiles import LinkProfile
@@ -49,13 +50,17 @@ def test_build_reachability_and_teardown(tmp_path, topology, routers):
 
 @pytest.mark.parametrize("rate_mbps", [10, 50])
 def test_tbf_delivers_the_configured_rate_within_one_percent(tmp_path, rate_mbps):
+    """A UDP flood at 1.5 × the rate keeps the queue backlogged, so what leaves is tbf's rate
+    (a TCP flow would measure its own sawtooth as well)."""
     with Network(small(rate_mbps), tmp_path) as net:
         n = net.names
         router, intf = net.host(n.router(2)), f"{n.router(2)}-eth0"
         server = Iperf3Server(net.host(n.server(1)), tmp_path, net.instance)
-        client = iperf3_reverse_client(net.host(n.client(1)), n.server_ip(1), 8, tmp_path, net.instance)
+        client = NodeProcess(net.host(n.client(1)), ["iperf3", "-c", n.server_ip(1), "-R", "-u", "-b",
+                                                     f"{int(rate_mbps * 1.5)}M", "-l", "1400", "-t", "8"],
+                             net.instance, "iperf3 udp", log_path=tmp_path / "udp.log")
         try:
-            time.sleep(2.0)                       # past slow start: the queue is never empty now
+            time.sleep(1.0)
             b0, t0 = tx_bytes(router, intf), time.monotonic()
             time.sleep(4.0)
             b1, t1 = tx_bytes(router, intf), time.monotonic()

@@ -30,11 +30,16 @@ def test_goodput_ideal_is_payload_share_of_the_frame():
     assert p.goodput_ideal_bps("down") == pytest.approx(50e6 * 1448 / 1514)
 
 
-def test_tbf_burst_is_at_least_two_frames_and_covers_timer_slack():
-    assert profile(down_mbps=10).tbf_burst_bytes("down") == 2 * 1514
+def test_tbf_burst_is_at_least_three_frames_and_covers_timer_slack():
+    assert profile(down_mbps=10).tbf_burst_bytes("down") == 3 * 1514
+    assert profile(down_mbps=100).tbf_burst_bytes("down") == 5 * 1514
     one_gig = profile(down_mbps=1000).tbf_burst_bytes("down")
-    assert one_gig == math.ceil(1e9 / 8 * 250e-6 / 1514) * 1514
-    assert one_gig >= 1e9 / 8 * 250e-6
+    assert one_gig == math.ceil(1e9 / 8 * 500e-6 / 1514) * 1514
+    assert one_gig >= 1e9 / 8 * 500e-6
+
+
+def test_tbf_burst_holds_a_whole_gso_frame_when_offloads_are_on():
+    assert profile(down_mbps=10, offload=True).tbf_burst_bytes("down") >= 65536 + 44 * 66
 
 
 def test_one_way_delay_split_over_core_nodes():
