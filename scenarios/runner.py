@@ -26,7 +26,7 @@ from machine.errors import UserError
 from machine.provenance import provenance
 from scenarios.fidelity import percentile, ping_rtts
 from scenarios.progress import Progress, fmt_duration
-from scenarios.spec import Run, Scenario, apply_overrides, load_scenario
+from scenarios.spec import Run, Scenario, apply_overrides, format_size, load_scenario
 from topologies.network import Network
 
 log = logging.getLogger("startlab.runner")
@@ -165,7 +165,7 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto") ->
             with Network(profiles[profile_name], net_dir, delay_backend=delay_backend) as net:
                 fidelity = quick_rtt(net)
                 for run in group:
-                    progress.show(f"{run.profile} {run.size_bytes}B {run.variant} #{run.rep}")
+                    progress.show(f"{run.profile} {format_size(run.size_bytes)} {run.variant} #{run.rep}")
                     try:
                         meta = execute_run(sc, run, net, campaign_dir, docroot, fidelity)
                         failures_in_a_row = 0

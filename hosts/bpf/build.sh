@@ -19,7 +19,7 @@ fi
 arch=$(uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 for src in "$HERE"/*.bpf.c; do
     obj="$OUT/$(basename "$src" .bpf.c).bpf.o"
-    if [ -f "$obj" ] && [ "$obj" -nt "$src" ] && [ "$obj" -nt "$HERE/stl_common.h" ] \
+    if [ -f "$obj" ] && [ "$obj" -nt "$src" ] && [ -z "$(find "$HERE" -name "*.h" -newer "$obj")" ] \
         && [ "$obj" -nt "$OUT/vmlinux.h" ]; then
         continue
     fi

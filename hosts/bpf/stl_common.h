@@ -18,6 +18,8 @@
 #define STL_CLIENT_HINT (1u << 0) /* write the hint option on our SYNs */
 #define STL_SERVER_BLITZ (1u << 1) /* read the hint from SYNs, blitz-start the socket */
 #define STL_SERVER_JS (1u << 2)    /* give accepted sockets the Jump Start CC */
+#define STL_CLIENT_QS (1u << 3)    /* echo Quick-Start requests in TCP option 27 */
+#define STL_SERVER_QS (1u << 4)    /* check echoes, start approved sockets with cfg.cc */
 
 #define STL_CC_NAME_LEN 16
 
@@ -36,6 +38,75 @@ struct stl_node_cfg {
 	__u32 cc_set;         /* server: sockets given cfg.cc */
 	__u32 errors;         /* any helper call that failed */
 	__u32 pad;
+};
+
+/* ---- Quick-Start (RFC 4782; the codec is analysis/quickstart.py) ---- */
+#define STL_QS_IPOPT 25        /* IPv4 option type */
+#define STL_QS_TCPOPT 27       /* TCP option kind of the response */
+#define STL_QS_LEN 8
+#define STL_QS_HDR 52          /* H of Equation 1: IPv4 + TCP + timestamp option bytes */
+
+/* One connection, seen from either end (network byte order throughout). */
+struct stl_qs_key {
+	__u32 client_ip;
+	__u32 server_ip;
+	__u16 client_port;
+	__u16 server_port;
+};
+
+/* A request: what the server sent (map stl_qs_sent) or what the client received
+ * (map stl_qs_recv); ttl_diff = (IP TTL - QS TTL) mod 256 at either point. */
+struct stl_qs_req {
+	__u32 rate_code;
+	__u32 ttl_diff;
+	__u32 nonce;           /* 30 bits */
+	__u32 pad;
+};
+
+/* Per Quick-Start host (key: its IPv4 address), config from the loader, counters from
+ * the programs. Packed by hosts/bpf/loader.py (QS_HOST_FORMAT): change both together. */
+struct stl_qs_host {
+	__u32 rate_code;       /* server: the code it requests */
+	__u32 requests_sent;   /* server: SYN-ACKs that carried the IP option */
+	__u32 echoes;          /* server: handshake ACKs that carried option 27 */
+	__u32 approved;        /* server: echoes that passed the checks with rate > 0 */
+	__u32 rejected;        /* server: echoes of rate 0 */
+	__u32 ttl_mismatch;    /* server: TTL diff differed (a router without Quick-Start) */
+	__u32 nonce_mismatch;  /* server: nonce or rate check failed */
+	__u32 no_echo;         /* server: handshake completed without an echo */
+	__u32 last_rate_code;  /* server: approved code of the last approved connection */
+	__u32 last_rtt_us;
+	__u32 last_cwnd;       /* server: Equation 1's window for it, segments */
+	__u32 requests_seen;   /* client: SYN-ACKs that carried a request */
+	__u32 echoes_sent;     /* client: ACKs that carried option 27 */
+	__u32 errors;
+};
+
+/* Router, one per egress interface (array map of one entry). The loader writes the
+ * config half (ROUTER_CFG_FORMAT in loader.py), the program the rest. */
+#define STL_QS_SLOTS 8
+#define STL_QS_EWMA 1
+struct stl_qs_router {
+	struct bpf_spin_lock lock;
+	__u32 method;          /* 0 = peak over n_intervals, STL_QS_EWMA = moving average */
+	__u64 capacity_bps;
+	__u64 interval_ns;     /* s */
+	__u32 n_intervals;     /* N (<= STL_QS_SLOTS - 1) */
+	__u32 approval_intervals; /* intervals recent approvals are summed over */
+	__u32 thresh_permille; /* qs_thresh x 1000 */
+	__u32 ewma_permille;   /* w x 1000 */
+	/* state */
+	__u64 epoch;           /* current interval number (time / interval_ns) */
+	__u64 bytes[STL_QS_SLOTS];     /* bytes sent per interval, slot = epoch % SLOTS */
+	__u64 approved_bps[STL_QS_SLOTS];
+	__u64 ewma_bps;
+	/* counters */
+	__u64 requests;
+	__u64 approved;
+	__u64 reduced;
+	__u64 rejected;
+	__u64 granted_bps;     /* sum of the rates approved or reduced to */
+	__u64 last_util_bps;   /* utilisation estimate used for the last request */
 };
 
 #endif
