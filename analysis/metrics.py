@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import flows
+from analysis import flows, quickstart
 from analysis.packets import Capture, load
 from machine.errors import UserError
 
@@ -68,6 +68,54 @@ def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] |
         "long_mbps": np.round(long_mbps, 3).tolist(),
         "window_s": rtt_s,
     }
+
+
+def _quickstart(run_dir: Path, port: int, client: Capture, conn: int, bneck_in: Capture,
+                bneck_out: Capture) -> dict:
+    """Quick-Start of the flow under test: requested (the SYN-ACK leaving the server, at
+    bneck-in), what arrived and was echoed (at the client), the sender's verdict by RFC
+    4782's checks, and — if approved — the Quick-Start phase: the data segments sent
+    before the first ACK of data came back, and how many of them the queue dropped (a
+    Quick-Start failure when any)."""
+    sent = quickstart.handshake_options(run_dir / "cap-bneck-in.pcap", port)
+    seen = quickstart.handshake_options(run_dir / "cap-client.pcap", port)
+    if sent is None or sent.request is None:
+        return {"requested": False}
+    out = {"requested": True, "requested_code": sent.request.rate_code,
+           "requested_bps": sent.request.rate_bps,
+           "arrived_code": seen.request.rate_code if seen and seen.request else None,
+           "echoed": bool(seen and seen.echo)}
+    if not (seen and seen.echo):
+        out.update(verdict="no-echo", approved=False)
+        return out
+    remembered = quickstart.SentRequest(sent.request.rate_code,
+                                        quickstart.ttl_diff(sent.synack_ttl, sent.request.qs_ttl),
+                                        sent.request.nonce)
+    verdict = quickstart.validate_response(remembered, seen.echo)
+    out.update(verdict=verdict, approved=verdict == "approved",
+               approved_bps=seen.echo.rate_bps if verdict == "approved" else 0)
+    if verdict != "approved":
+        return out
+    j = flows.same_connection(client.conns, bneck_in.conns, conn)
+    d = flows.direction_from_port(bneck_in.conns, j, port)
+    pk = bneck_in.packets
+    data = flows.flow_mask(pk, j, d) & (pk["payload"] > 0)
+    t0 = float(pk["ts"][data][0]) if data.any() else 0.0
+    acks = (pk["conn"] == j) & (pk["dir"] != d) & (pk["ts"] > t0)
+    t_end = float(pk["ts"][acks][0]) if acks.any() else float("inf")
+    phase = data & (pk["ts"] < t_end)
+    k = flows.same_connection(client.conns, bneck_out.conns, conn)
+    dk = flows.direction_from_port(bneck_out.conns, k, port) if k is not None else 0
+    phase_in = _subset(pk, phase)
+    lost = flows.segments_missing(phase_in, j, d, bneck_out.packets, k, dk)
+    out.update(qs_pkts=int(phase.sum()), qs_bytes=int(pk["payload"][phase].sum()), qs_lost_pkts=lost,
+               qs_failure=lost > 0)
+    return out
+
+
+def _subset(pk, mask: np.ndarray):
+    """The packets of `pk` selected by `mask`, as something flows.* functions accept."""
+    return {name: pk[name][mask] for name in ("conn", "dir", "payload", "seq", "ipid")}
 
 
 def _counts(caps: dict[str, Capture]) -> dict:
@@ -136,4 +184,5 @@ def run_metrics(run_dir: Path, spec: dict) -> dict:
         "fairness_ratio": fairness,
         "throughput": throughput,
         "counts": _counts({"client": client, "bneck_in": bneck_in, "bneck_out": bneck_out}),
+        "quickstart": _quickstart(run_dir, short_port, client, sc, bneck_in, bneck_out),
     }

@@ -204,3 +204,46 @@ def router_decision(rate_code: int, approved_bps: float) -> tuple[str, int]:
     if code == 0:
         return "reject", 0
     return ("approve", code) if code == rate_code else ("reduce", code)
+
+
+# -- the handshake in a capture ------------------------------------------------------------------
+@dataclass(frozen=True)
+class HandshakeOptions:
+    """The Quick-Start options of one connection's handshake, as one capture point saw them."""
+    synack_ttl: int
+    request: QsRequest | None       # on the SYN-ACK
+    echo: QsResponse | None         # on the client's first ACK after it
+
+
+def handshake_options(pcap_path, server_port: int, max_records: int = 5000) -> HandshakeOptions | None:
+    """Read a classic pcap (Ethernet, IPv4) only as far as the first SYN-ACK from
+    `server_port` and the client's next packet: the options live in the handshake, so
+    this never walks the whole capture (the columnar extractor does not keep options)."""
+    import struct as _s
+    with open(pcap_path, "rb") as f:
+        head = f.read(24)
+        if len(head) < 24:
+            return None
+        endian = "<" if head[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+        synack = None
+        for _ in range(max_records):
+            rec = f.read(16)
+            if len(rec) < 16:
+                return None
+            caplen = _s.unpack(endian + "I", rec[8:12])[0]
+            frame = f.read(caplen)
+            if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+                continue
+            ihl = (frame[14] & 0x0F) * 4
+            tcp = frame[14 + ihl:]
+            if len(tcp) < 20:
+                continue
+            sport, dport = _s.unpack("!HH", tcp[:4])
+            flags, thl = tcp[13], (tcp[12] >> 4) * 4
+            if synack is None:
+                if sport == server_port and flags & 0x12 == 0x12:
+                    synack = (frame[22], find_request(bytes(frame[34:14 + ihl])), dport)
+                continue
+            if dport == server_port and sport == synack[2] and not flags & 0x02:
+                return HandshakeOptions(synack[0], synack[1], find_response(bytes(tcp[20:thl])))
+    return None

@@ -14,11 +14,13 @@ from hosts.implementations.base import ROLES, Implementation, InstallContext
 from hosts.implementations.blitzstart import Blitzstart
 from hosts.implementations.jumpstart import JumpStart
 from hosts.implementations.linux_tcp import LinuxTcp
+from hosts.implementations.quickstart import QuickStart
 from machine.errors import UserError
 
 CATALOGUE_FILE = Path(__file__).with_name("variants.yaml")
 
-IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(), JumpStart(), Blitzstart())}
+IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(), JumpStart(), Blitzstart(),
+                                                                            QuickStart())}
 
 
 @dataclass

@@ -98,17 +98,17 @@ def test_c_header_matches_the_python_constants():
 def test_cc_names_carry_the_instance_prefix_and_fit_the_kernel_limit():
     inst = instance("stl3f")
     names = [loader.cc_name(inst, k) for k in loader.CC_KINDS]
-    assert names == ["stl3f_js_reno", "stl3f_js_cubic", "stl3f_blitz"]
+    assert names == ["stl3f_js_reno", "stl3f_js_cubic", "stl3f_blitz", "stl3f_qs_reno", "stl3f_qs_cubic"]
     assert all(len(n) <= 15 for n in names)
     with pytest.raises(ValueError):
         loader.cc_name(inst, "bbr")
 
 
 def test_rename_rewrites_each_placeholder_once():
-    obj = b"\x7fELF..stlXX_js_reno\0..stlXX_js_cubic\0..stlXX_blitz\0.."
+    obj = b"\x7fELF..stlXX_js_reno\0..stlXX_js_cubic\0..stlXX_blitz\0..stlXX_qs_reno\0..stlXX_qs_cubic\0.."
     out = loader.rename_ccs(obj, "stl3f")
     assert len(out) == len(obj)
-    assert b"stlXX" not in out and out.count(b"stl3f_") == 3
+    assert b"stlXX" not in out and out.count(b"stl3f_") == 5
     with pytest.raises(loader.BpfError):
         loader.rename_ccs(obj.replace(b"stlXX_blitz", b"other_blitz"), "stl3f")
 

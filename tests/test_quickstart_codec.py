@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import random
+import struct
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +126,30 @@ def test_router_decision():
     assert qs.router_decision(7, 6e6) == ("approve", 7)
     assert qs.router_decision(7, 3e6) == ("reduce", 6)
     assert qs.router_decision(7, 50e3) == ("reject", 0)
+
+
+def test_c_header_and_loader_agree_on_the_quick_start_layouts():
+    import re
+    import struct as st
+    from hosts.bpf import loader
+    header = (Path(__file__).resolve().parent.parent / "hosts" / "bpf" / "stl_common.h").read_text()
+    assert f"#define STL_QS_IPOPT {qs.IP_OPTION_TYPE}" in header
+    assert f"#define STL_QS_TCPOPT {qs.TCP_OPTION_KIND}" in header
+    assert "#define STL_CLIENT_QS (1u << 3)" in header and loader.CLIENT_QS == 1 << 3
+    assert "#define STL_SERVER_QS (1u << 4)" in header and loader.SERVER_QS == 1 << 4
+    start = header.index("struct stl_qs_host {")
+    fields = re.findall(r"^\s*__u32 (\w+);", header[start:header.index("};", start)], re.M)
+    assert fields[0] == "rate_code" and tuple(fields[1:]) == loader.QS_HOST_COUNTERS
+    assert st.calcsize(loader.QS_HOST_FORMAT) == 4 * len(fields)
+    start = header.index("struct stl_qs_router {")
+    body = header[start:header.index("};", start)]
+    assert tuple(re.findall(r"^\s*__u64 (\w+);", body, re.M)[-6:]) == loader.QS_ROUTER_COUNTERS
+
+
+def test_router_config_packs_the_c_layout():
+    from hosts.bpf import loader
+    packed = loader.QsRouterConfig(capacity_bps=10_000_000, qs_thresh=0.9).pack()
+    assert len(packed) == 232
+    assert struct.unpack("<IIQQIIII", packed[:40]) == (0, 0, 10_000_000, 150_000_000, 5, 2, 900, 500)
+    with pytest.raises(ValueError):
+        loader.QsRouterConfig(capacity_bps=1, n_intervals=8).pack()

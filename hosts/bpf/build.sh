@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds startlab's BPF objects into target/bpf/ against the running kernel's BTF.
 # Idempotent and quick: vmlinux.h is regenerated only when the kernel changed, an
-# object only when its source, the shared header or vmlinux.h is newer than it.
+# object only when its source, a header here or vmlinux.h is newer than it.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${STARTLAB_BPF_OUT:-$HERE/../../target/bpf}

@@ -37,7 +37,10 @@ BPFFS = Path("/sys/fs/bpf")
 MOUNT_MARKER = registry.REGISTRY_DIR / "bpffs.mounted-by-startlab"
 
 CC_PLACEHOLDER = "stlXX"                       # the prefix written in stl_cc.bpf.c's names
-CC_KINDS = ("js_reno", "js_cubic", "blitz")
+CC_KINDS = ("js_reno", "js_cubic", "blitz", "qs_reno", "qs_cubic")
+QS_HOST_OBJECT = OBJ_DIR / "stl_qs_host.bpf.o"
+QS_ROUTER_OBJECT = OBJ_DIR / "stl_qs_router.bpf.o"
+QS_SHARED_MAPS = ("stl_qs_hosts", "stl_qs_sent", "stl_qs_recv")
 
 # struct stl_node_cfg (hosts/bpf/stl_common.h): flags, hint_kbps, tech, sndbuf, cc[16],
 # then the counters the program writes.
@@ -45,6 +48,17 @@ CFG_FORMAT = "<4I16s8I"
 CFG_SIZE = struct.calcsize(CFG_FORMAT)
 COUNTERS = ("syns_hinted", "hints_seen", "last_hint_kbps", "last_rtt_us", "last_cwnd", "cc_set", "errors")
 CLIENT_HINT, SERVER_BLITZ, SERVER_JS = 1 << 0, 1 << 1, 1 << 2
+CLIENT_QS, SERVER_QS = 1 << 3, 1 << 4
+
+# struct stl_qs_host (stl_common.h): the rate code, then the counters.
+QS_HOST_FORMAT = "<14I"
+QS_HOST_COUNTERS = ("requests_sent", "echoes", "approved", "rejected", "ttl_mismatch", "nonce_mismatch",
+                    "no_echo", "last_rate_code", "last_rtt_us", "last_cwnd", "requests_seen",
+                    "echoes_sent", "errors")
+# struct stl_qs_router: lock, method, capacity, interval, N, approval intervals, thresh, w;
+# then the state (epoch, 8 + 8 slots, ewma) and the counters.
+QS_ROUTER_FORMAT = "<IIQQIIII" + "Q" * 18 + "Q" * 6
+QS_ROUTER_COUNTERS = ("requests", "approved", "reduced", "rejected", "granted_bps", "last_util_bps")
 SO_NETNS_COOKIE = 71
 
 # Unmount bpffs only if startlab mounted it and nothing but the kernel's own
@@ -231,3 +245,126 @@ def node_counters(instance: registry.Instance, node) -> dict[str, int] | None:
         return None
     value = bytes(int(b, 16) for b in entry["value"])
     return unpack_counters(value)
+
+
+# -- Quick-Start (hosts/bpf/stl_qs_host.bpf.c, stl_qs_router.bpf.c) ----------------------
+def _ip_key(ip: str) -> list[str]:
+    return ["key", *_hex(bytes(int(x) for x in ip.split(".")))]
+
+
+def qs_set_host(instance: registry.Instance, ip: str, rate_code: int) -> None:
+    """Make `ip` a Quick-Start host (rate_code > 0: a server requesting it); counters at 0."""
+    pins = ensure_loaded(instance)
+    value = struct.pack(QS_HOST_FORMAT, rate_code, *([0] * len(QS_HOST_COUNTERS)))
+    bpftool("map", "update", "pinned", str(pins / "stl_qs_hosts"), *_ip_key(ip), "value", *_hex(value))
+
+
+def qs_clear_host(instance: registry.Instance, ip: str) -> None:
+    if not loaded(instance):
+        return
+    try:
+        bpftool("map", "delete", "pinned", str(pin_dir(instance) / "stl_qs_hosts"), *_ip_key(ip))
+    except BpfError as exc:
+        if "No such file" not in str(exc) and "not found" not in str(exc).lower():
+            raise
+
+
+def qs_host_counters(instance: registry.Instance, ip: str) -> dict[str, int] | None:
+    if not loaded(instance):
+        return None
+    try:
+        entry = bpftool("map", "lookup", "pinned", str(pin_dir(instance) / "stl_qs_hosts"), *_ip_key(ip),
+                        as_json=True)
+    except BpfError:
+        return None
+    fields = struct.unpack(QS_HOST_FORMAT, bytes(int(b, 16) for b in entry["value"]))
+    return {"rate_code": fields[0], **dict(zip(QS_HOST_COUNTERS, fields[1:]))}
+
+
+def _qs_host_programs(instance: registry.Instance) -> Path:
+    """The endpoints' tc programs, loaded once per instance and sharing the sock_ops maps."""
+    pins = ensure_loaded(instance)
+    progs = pins / "qs_host"
+    if not progs.exists():
+        reuse = [arg for name in QS_SHARED_MAPS for arg in ("map", "name", name, "pinned", str(pins / name))]
+        bpftool("prog", "loadall", str(QS_HOST_OBJECT), str(progs), "type", "classifier", *reuse)
+    return progs
+
+
+def _tc(node, *args: str) -> subprocess.CompletedProcess:
+    """tc in `node`'s network namespace but the machine's mount namespace, where bpffs and
+    the pins are (Mininet hosts have mount namespaces of their own)."""
+    return subprocess.run(["nsenter", f"--net=/proc/{node.pid}/ns/net", "tc", *args],
+                          capture_output=True, text=True)
+
+
+def tc_attach(node, intf: str, direction: str, program: Path) -> None:
+    """Attach a pinned classifier to `intf` in `node`'s namespace (clsact, direct action).
+
+    The filter lives and dies with the namespace; tc_detach removes it earlier."""
+    _tc(node, "qdisc", "add", "dev", intf, "clsact")          # exists already: fine
+    result = _tc(node, "filter", "add", "dev", intf, direction, "bpf", "da", "pinned", str(program))
+    if result.returncode != 0:
+        raise BpfError(f"{node.name}: attaching {program.name} to {intf} {direction} failed: "
+                       f"{(result.stderr or result.stdout).strip()[-300:]}")
+
+
+def tc_detach(node, intf: str) -> None:
+    _tc(node, "qdisc", "del", "dev", intf, "clsact")
+
+
+def qs_host_program(instance: registry.Instance, role: str) -> Path:
+    """The pinned program of a server ('stl_qs_sender') or a client ('stl_qs_receiver')."""
+    return _qs_host_programs(instance) / ("stl_qs_sender" if role == "server" else "stl_qs_receiver")
+
+
+@dataclass
+class QsRouterConfig:
+    """The Target algorithm's parameters for one egress interface."""
+    capacity_bps: int
+    interval_ms: float = 150.0
+    n_intervals: int = 5
+    approval_intervals: int = 2
+    qs_thresh: float = 0.9
+    method: str = "peak"          # or "ewma"
+    ewma_weight: float = 0.5
+
+    def pack(self) -> bytes:
+        if not 1 <= self.n_intervals <= 7 or not 1 <= self.approval_intervals <= 8:
+            raise ValueError("n_intervals must be 1..7 and approval_intervals 1..8")
+        return struct.pack(QS_ROUTER_FORMAT, 0, 1 if self.method == "ewma" else 0, int(self.capacity_bps),
+                           int(self.interval_ms * 1e6), self.n_intervals, self.approval_intervals,
+                           round(self.qs_thresh * 1000), round(self.ewma_weight * 1000), *([0] * 24))
+
+
+def qs_router_dir(instance: registry.Instance, node, intf: str) -> Path:
+    return pin_dir(instance) / f"qsr_{intf}"
+
+
+def qs_router_install(instance: registry.Instance, node, intf: str, config: QsRouterConfig) -> None:
+    """Load a router program of its own for `intf`, configure it and attach it to egress."""
+    where = qs_router_dir(instance, node, intf)
+    ensure_loaded(instance)
+    if not where.exists():
+        where.mkdir()
+        bpftool("prog", "loadall", str(QS_ROUTER_OBJECT), str(where), "type", "classifier",
+                "pinmaps", str(where))
+    bpftool("map", "update", "pinned", str(where / "stl_qs_rtr"), "key", *_hex(bytes(4)),
+            "value", *_hex(config.pack()))
+    tc_attach(node, intf, "egress", where / "stl_qs_router")
+
+
+def qs_router_remove(instance: registry.Instance, node, intf: str) -> None:
+    tc_detach(node, intf)
+    where = qs_router_dir(instance, node, intf)
+    if where.exists():
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def qs_router_counters(instance: registry.Instance, node, intf: str) -> dict[str, int] | None:
+    where = qs_router_dir(instance, node, intf)
+    if not where.exists():
+        return None
+    entry = bpftool("map", "lookup", "pinned", str(where / "stl_qs_rtr"), "key", *_hex(bytes(4)), as_json=True)
+    fields = struct.unpack(QS_ROUTER_FORMAT, bytes(int(b, 16) for b in entry["value"]))
+    return dict(zip(QS_ROUTER_COUNTERS, fields[-len(QS_ROUTER_COUNTERS):]))

@@ -20,6 +20,18 @@
  * RTT. From the first ACK on the kernel paces at its congestion-avoidance ratio
  * (net.ipv4.tcp_pacing_ca_ratio) and CUBIC runs unchanged.
  *
+ * stl_qs_reno / stl_qs_cubic — Quick-Start (RFC 4782 §4.6) over the kernel's Reno or
+ * CUBIC: the sock_ops program has checked the receiver's echo and set cwnd to Equation
+ * 1's window before handing the socket over; init keeps that window as the Quick-Start
+ * window Q and leaves ssthresh alone (the Linux paper's "no adaptation", §5.1):
+ *   - from the first data segment to the first ACK of new data, Q is paced at
+ *     Q / RTT, which is the approved rate less the header share (the RTT being the
+ *     SYN-ACK's sample, the one Equation 1 used); the first ACK ends the phase, pacing
+ *     stops and the base algorithm continues from cwnd = Q;
+ *   - a lost Quick-Start segment (one sent before the phase ended) makes the sender
+ *     fall back to slow start: the base algorithm's ssthresh on the loss, and when
+ *     recovery ends cwnd = the RFC 3390 initial window, so it slow-starts from there.
+ *
  * The base algorithms are the kernel's, called as kfuncs, so their state sits at
  * the start of the private area and ours after it.
  *
@@ -304,6 +316,116 @@ struct tcp_congestion_ops stl_blitz = {
 	.pkts_acked = (void *)stl_blitz_acked,
 	.undo_cwnd = (void *)stl_blitz_undo,
 	.name = "stlXX_blitz",
+};
+
+/* ---- Quick-Start ------------------------------------------------------------ */
+
+static __always_inline void qs_init(struct sock *sk, int cubic)
+{
+	js_init(sk, cubic);
+	priv(sk)->d = tcp(sk)->snd_cwnd; /* the Quick-Start window from Equation 1 */
+}
+
+static __always_inline void qs_cwnd_event(struct sock *sk, enum tcp_ca_event ev, int cubic)
+{
+	struct stl_priv *p = priv(sk);
+
+	if (ev == CA_EVENT_TX_START && p->phase == JS_WAITING) {
+		p->phase = JS_ACTIVE;
+		start_pacing(sk, pace_rate(tcp(sk), p->d, 1, 1));
+	}
+	if (cubic)
+		cubictcp_cwnd_event(sk, ev);
+}
+
+static __always_inline u32 qs_ssthresh(struct sock *sk, int cubic)
+{
+	struct stl_priv *p = priv(sk);
+
+	if (!p->js_loss && js_segment_lost(sk)) {
+		p->js_loss = 1;
+		if (p->phase == JS_ACTIVE)
+			js_end(sk);
+	}
+	return cubic ? cubictcp_recalc_ssthresh(sk) : tcp_reno_ssthresh(sk);
+}
+
+/* RFC 3390: min(4 MSS, max(2 MSS, 4380 bytes)), in segments */
+static __always_inline u32 rfc3390_iw(struct tcp_sock *tp)
+{
+	u32 mss = tp->mss_cache ? tp->mss_cache : 536;
+	u32 segs = 4380 / mss;
+
+	return segs < 2 ? 2 : (segs > 4 ? 4 : segs);
+}
+
+static __always_inline void qs_set_state(struct sock *sk, u8 new_state, int cubic)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct stl_priv *p = priv(sk);
+
+	if (cubic)
+		cubictcp_state(sk, new_state);
+	if (p->js_loss && !p->js_cut && new_state == TCP_CA_Open &&
+	    (p->last_state == TCP_CA_Recovery || p->last_state == TCP_CA_Loss)) {
+		tp->snd_cwnd = rfc3390_iw(tp);
+		p->js_cut = 1;
+	}
+	p->last_state = new_state;
+}
+
+SEC("struct_ops/stl_qsr_init")
+void BPF_PROG(stl_qsr_init, struct sock *sk) { qs_init(sk, 0); }
+SEC("struct_ops/stl_qsr_ssthresh")
+u32 BPF_PROG(stl_qsr_ssthresh, struct sock *sk) { return qs_ssthresh(sk, 0); }
+SEC("struct_ops/stl_qsr_cong_avoid")
+void BPF_PROG(stl_qsr_cong_avoid, struct sock *sk, u32 ack, u32 acked) { tcp_reno_cong_avoid(sk, ack, acked); }
+SEC("struct_ops/stl_qsr_set_state")
+void BPF_PROG(stl_qsr_set_state, struct sock *sk, u8 new_state) { qs_set_state(sk, new_state, 0); }
+SEC("struct_ops/stl_qsr_cwnd_event")
+void BPF_PROG(stl_qsr_cwnd_event, struct sock *sk, enum tcp_ca_event ev) { qs_cwnd_event(sk, ev, 0); }
+SEC("struct_ops/stl_qsr_acked")
+void BPF_PROG(stl_qsr_acked, struct sock *sk, const struct ack_sample *sample) { js_acked(sk, sample, 0); }
+SEC("struct_ops/stl_qsr_undo")
+u32 BPF_PROG(stl_qsr_undo, struct sock *sk) { return tcp_reno_undo_cwnd(sk); }
+
+SEC(".struct_ops")
+struct tcp_congestion_ops stl_qs_reno = {
+	.init = (void *)stl_qsr_init,
+	.ssthresh = (void *)stl_qsr_ssthresh,
+	.cong_avoid = (void *)stl_qsr_cong_avoid,
+	.set_state = (void *)stl_qsr_set_state,
+	.cwnd_event = (void *)stl_qsr_cwnd_event,
+	.pkts_acked = (void *)stl_qsr_acked,
+	.undo_cwnd = (void *)stl_qsr_undo,
+	.name = "stlXX_qs_reno",
+};
+
+SEC("struct_ops/stl_qsc_init")
+void BPF_PROG(stl_qsc_init, struct sock *sk) { qs_init(sk, 1); }
+SEC("struct_ops/stl_qsc_ssthresh")
+u32 BPF_PROG(stl_qsc_ssthresh, struct sock *sk) { return qs_ssthresh(sk, 1); }
+SEC("struct_ops/stl_qsc_cong_avoid")
+void BPF_PROG(stl_qsc_cong_avoid, struct sock *sk, u32 ack, u32 acked) { cubictcp_cong_avoid(sk, ack, acked); }
+SEC("struct_ops/stl_qsc_set_state")
+void BPF_PROG(stl_qsc_set_state, struct sock *sk, u8 new_state) { qs_set_state(sk, new_state, 1); }
+SEC("struct_ops/stl_qsc_cwnd_event")
+void BPF_PROG(stl_qsc_cwnd_event, struct sock *sk, enum tcp_ca_event ev) { qs_cwnd_event(sk, ev, 1); }
+SEC("struct_ops/stl_qsc_acked")
+void BPF_PROG(stl_qsc_acked, struct sock *sk, const struct ack_sample *sample) { js_acked(sk, sample, 1); }
+SEC("struct_ops/stl_qsc_undo")
+u32 BPF_PROG(stl_qsc_undo, struct sock *sk) { return tcp_reno_undo_cwnd(sk); }
+
+SEC(".struct_ops")
+struct tcp_congestion_ops stl_qs_cubic = {
+	.init = (void *)stl_qsc_init,
+	.ssthresh = (void *)stl_qsc_ssthresh,
+	.cong_avoid = (void *)stl_qsc_cong_avoid,
+	.set_state = (void *)stl_qsc_set_state,
+	.cwnd_event = (void *)stl_qsc_cwnd_event,
+	.pkts_acked = (void *)stl_qsc_acked,
+	.undo_cwnd = (void *)stl_qsc_undo,
+	.name = "stlXX_qs_cubic",
 };
 
 char LICENSE[] SEC("license") = "GPL";

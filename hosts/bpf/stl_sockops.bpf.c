@@ -12,11 +12,21 @@
  *  - Jump Start server: gives accepted sockets the Jump Start congestion control and
  *    a send buffer large enough that the whole response can be queued before the
  *    first segment leaves (D is what is queued then).
+ *  - Quick-Start client: echoes the request its SYN-ACK arrived with (recorded by the
+ *    tc program stl_qs_receiver) in TCP option 27 on the handshake's ACK.
+ *  - Quick-Start server: checks that echo against the request its tc program
+ *    stl_qs_sender put on the SYN-ACK (rate not above the request, TTL diff, the nonce
+ *    bits of the steps at or below the echoed rate: RFC 4782 §4.3); if it passes,
+ *    cwnd = rate x RTT x MSS/(MSS+H) (Equation 1 of §4.6.1, the RTT being the SYN-ACK's
+ *    sample) and the socket gets the Quick-Start congestion control cfg.cc, which paces
+ *    that window at the approved rate. Otherwise the socket keeps the namespace's
+ *    congestion control and initial window: slow start.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "stl_common.h"
+#include "stl_qs_maps.h"
 
 #define SOL_SOCKET 1
 #define SO_SNDBUF 7
@@ -137,6 +147,140 @@ static __always_inline void js_accept(struct bpf_sock_ops *skops, struct stl_nod
 		__sync_fetch_and_add(&cfg->cc_set, 1);
 }
 
+/* The connection's key in the Quick-Start maps, from the client's or the server's side.
+ * remote_port holds the network-order port in its upper 16 bits (a sock_ops quirk). */
+static __always_inline void qs_key(struct bpf_sock_ops *skops, struct stl_qs_key *key, int is_client)
+{
+	__u16 local = bpf_htons((__u16)skops->local_port);
+	__u16 remote = (__u16)(skops->remote_port >> 16);
+
+	if (is_client) {
+		key->client_ip = skops->local_ip4;
+		key->server_ip = skops->remote_ip4;
+		key->client_port = local;
+		key->server_port = remote;
+	} else {
+		key->client_ip = skops->remote_ip4;
+		key->server_ip = skops->local_ip4;
+		key->client_port = remote;
+		key->server_port = local;
+	}
+}
+
+static __always_inline void qs_client_ops(struct bpf_sock_ops *skops)
+{
+	struct stl_qs_key key = {};
+	struct stl_qs_req *got;
+	struct stl_qs_host *host;
+	__u32 ip = skops->local_ip4, word;
+	__u8 opt[STL_QS_LEN];
+
+	switch (skops->op) {
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		qs_key(skops, &key, 1);
+		if (bpf_map_lookup_elem(&stl_qs_recv, &key))
+			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+						  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+		break;
+	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
+		if (skops->skb_tcp_flags & TCPHDR_SYN)
+			break;
+		qs_key(skops, &key, 1);
+		if (bpf_map_lookup_elem(&stl_qs_recv, &key))
+			bpf_reserve_hdr_opt(skops, STL_QS_LEN, 0);
+		break;
+	case BPF_SOCK_OPS_WRITE_HDR_OPT_CB:
+		if (skops->skb_tcp_flags & TCPHDR_SYN)
+			break;
+		qs_key(skops, &key, 1);
+		got = bpf_map_lookup_elem(&stl_qs_recv, &key);
+		host = bpf_map_lookup_elem(&stl_qs_hosts, &ip);
+		if (!got || !host)
+			break;
+		word = bpf_htonl(got->nonce << 2);
+		opt[0] = STL_QS_TCPOPT;
+		opt[1] = STL_QS_LEN;
+		opt[2] = got->rate_code & 15;        /* 4 reserved bits, then the rate */
+		opt[3] = got->ttl_diff;
+		__builtin_memcpy(&opt[4], &word, 4);
+		if (bpf_store_hdr_opt(skops, opt, STL_QS_LEN, 0)) {
+			__sync_fetch_and_add(&host->errors, 1);
+			break;
+		}
+		__sync_fetch_and_add(&host->echoes_sent, 1);
+		bpf_map_delete_elem(&stl_qs_recv, &key);
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags &
+					  ~BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+		break;
+	}
+}
+
+static __always_inline void qs_server_accept(struct bpf_sock_ops *skops, struct stl_node_cfg *cfg)
+{
+	__u8 opt[STL_QS_LEN] = {STL_QS_TCPOPT, 0};
+	struct stl_qs_key key = {};
+	struct stl_qs_req sent, *found;
+	struct stl_qs_host *host;
+	__u32 ip = skops->local_ip4, rate, diff, nonce, mask, rtt_us, mss, cwnd;
+	__u64 win;
+	int ret;
+
+	host = bpf_map_lookup_elem(&stl_qs_hosts, &ip);
+	if (!host)
+		return;
+	qs_key(skops, &key, 0);
+	found = bpf_map_lookup_elem(&stl_qs_sent, &key);
+	if (!found)
+		return;                          /* no request went out on this connection */
+	sent = *found;
+	bpf_map_delete_elem(&stl_qs_sent, &key);
+	ret = bpf_load_hdr_opt(skops, opt, sizeof(opt), 0);
+	if (ret == -ENOMSG) {
+		__sync_fetch_and_add(&host->no_echo, 1);
+		return;
+	}
+	if (ret < STL_QS_LEN || opt[1] != STL_QS_LEN) {
+		__sync_fetch_and_add(&host->errors, 1);
+		return;
+	}
+	__sync_fetch_and_add(&host->echoes, 1);
+	rate = opt[2] & 15;
+	diff = opt[3];
+	nonce = ((__u32)opt[4] << 22) | ((__u32)opt[5] << 14) | ((__u32)opt[6] << 6) | (opt[7] >> 2);
+	mask = (1u << (2 * rate)) - 1;
+	if (!rate) {
+		__sync_fetch_and_add(&host->rejected, 1);
+		return;
+	}
+	if (rate > sent.rate_code || ((nonce ^ sent.nonce) & mask)) {
+		__sync_fetch_and_add(&host->nonce_mismatch, 1);
+		return;
+	}
+	if (diff != sent.ttl_diff) {
+		__sync_fetch_and_add(&host->ttl_mismatch, 1);
+		return;
+	}
+	rtt_us = skops->srtt_us >> 3;
+	mss = skops->mss_cache;
+	if (!rtt_us || !mss) {
+		__sync_fetch_and_add(&host->errors, 1);
+		return;
+	}
+	/* Equation 1: rate [bit/s] / 8 x RTT x MSS/(MSS+H) bytes, in segments of MSS */
+	win = ((40000ULL << rate) * rtt_us + 4000000ULL * (mss + STL_QS_HDR)) /
+	      (8000000ULL * (mss + STL_QS_HDR));
+	cwnd = win < 2 ? 2 : (win > 65535 ? 65535 : win);
+	__sync_fetch_and_add(&host->approved, 1);
+	host->last_rate_code = rate;
+	host->last_rtt_us = rtt_us;
+	host->last_cwnd = cwnd;
+	if (bpf_setsockopt(skops, SOL_TCP, TCP_BPF_IW, &cwnd, sizeof(cwnd)) ||
+	    bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, cfg->cc, STL_CC_NAME_LEN))
+		__sync_fetch_and_add(&host->errors, 1);
+	else
+		__sync_fetch_and_add(&cfg->cc_set, 1);
+}
+
 SEC("sockops")
 int stl_sockops(struct bpf_sock_ops *skops)
 {
@@ -148,6 +292,8 @@ int stl_sockops(struct bpf_sock_ops *skops)
 		return 1;
 	if (cfg->flags & STL_CLIENT_HINT)
 		client_ops(skops, cfg);
+	if (cfg->flags & STL_CLIENT_QS)
+		qs_client_ops(skops);
 	if (skops->op == BPF_SOCK_OPS_TCP_LISTEN_CB && (cfg->flags & STL_SERVER_BLITZ)) {
 		if (bpf_setsockopt(skops, SOL_TCP, TCP_SAVE_SYN, &one, sizeof(one)))
 			__sync_fetch_and_add(&cfg->errors, 1);
@@ -157,6 +303,8 @@ int stl_sockops(struct bpf_sock_ops *skops)
 			blitz_accept(skops, cfg);
 		else if (cfg->flags & STL_SERVER_JS)
 			js_accept(skops, cfg);
+		else if (cfg->flags & STL_SERVER_QS)
+			qs_server_accept(skops, cfg);
 	}
 	return 1;
 }

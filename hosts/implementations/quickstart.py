@@ -1,0 +1,127 @@
+"""Quick-Start (RFC 4782; Allman/Floyd/Sarolahti; Scharf's Linux implementation).
+
+Server (the sender of web responses): its SYN-ACKs carry a Quick-Start Request in an
+IPv4 option, inserted by a tc egress program (hosts/bpf/stl_qs_host.bpf.c). The rate
+asked for is a policy: `fixed` (rate_mbps), `access` (the server's access-link rate,
+access_mbps) or `link` (the largest code not above the path's bottleneck rate, as the
+Linux paper's q = 5.12 Mbit/s on its 10 Mbit/s path). When the handshake's ACK comes
+back, the sock_ops program checks the echo (TTL diff, nonce, rate); an approved socket
+starts with Equation 1's window paced at the approved rate for one RTT, ssthresh kept,
+then the kernel's Reno or CUBIC (stl_qs_* in stl_cc.bpf.c). Connections whose request
+was not approved keep the namespace's congestion control and initial window (base_cc,
+iw): plain slow start, the baseline of the same variant.
+
+Client (the receiver): a tc ingress program records the request a SYN-ACK arrives
+with; the sock_ops program echoes rate, TTL diff and nonce in TCP option 27 on the
+ACK. Its receive window is opened (as Jump Start's client does) so that the advertised
+window does not cap the Quick-Start window.
+
+Router: the Target algorithm (stl_qs_router.bpf.c) on each router's client-facing
+egress (eth0: where the data and the SYN-ACKs leave toward the clients), one program
+and one state map per interface; counters via router_counters().
+"""
+from __future__ import annotations
+
+from analysis.quickstart import bps_to_code
+from hosts.bpf import loader
+from hosts.implementations.base import Implementation, InstallContext, Param
+from hosts.implementations.jumpstart import (IRW_DEFAULT, RCVBUF_DEFAULT, open_receive_window,
+                                             restore_receive_window)
+from hosts.implementations.linux_tcp import LinuxTcp
+from topologies.shell import check_cmd
+
+POLICIES = ("link", "access", "fixed")
+
+
+def node_interface(node) -> tuple[str, str]:
+    """(interface, IPv4 address) of an end host's one link."""
+    intf = next(i.name for i in node.intfList() if i.name != "lo")
+    words = check_cmd(node, f"ip -4 -o addr show dev {intf}").split()
+    return intf, words[words.index("inet") + 1].split("/")[0]
+
+
+def request_code(policy: str, params: dict, path_rate_bps: float) -> int:
+    """The rate code a server requests under `policy`."""
+    if policy == "fixed":
+        bps = params["rate_mbps"] * 1e6
+    elif policy == "access":
+        bps = params["access_mbps"] * 1e6
+    else:
+        if path_rate_bps <= 0:
+            raise ValueError("the 'link' policy needs the path's bottleneck rate")
+        bps = path_rate_bps
+    code = bps_to_code(bps)
+    if code == 0:
+        raise ValueError(f"a request of {bps:g} bit/s is below the smallest rate code (80 kbit/s)")
+    return code
+
+
+def router_interface(node) -> str:
+    return f"{node.name}-eth0"
+
+
+def router_counters(ctx: InstallContext, node) -> dict | None:
+    """What the Target algorithm counted on `node`'s client-facing egress."""
+    return loader.qs_router_counters(ctx.instance, node, router_interface(node))
+
+
+class QuickStart(Implementation):
+    name = "quickstart"
+    summary = "Quick-Start (RFC 4782): rate request on the SYN-ACK, routers approve, paced first RTT"
+    roles = ("server", "client", "router")
+    params = {
+        "base_cc": Param("reno", "server: congestion control (and the one after the Quick-Start RTT)",
+                         choices=("reno", "cubic")),
+        "iw": Param(3, "server: initial window in segments when Quick-Start is not approved", low=1, high=100),
+        "request": Param("link", "server: request policy", choices=POLICIES),
+        "rate_mbps": Param(5.12, "server: the request under the 'fixed' policy", low=0.08, high=1310.72),
+        "access_mbps": Param(1000.0, "server: its access-link rate, requested under 'access'",
+                             low=0.08, high=100000.0),
+        "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer in bytes", low=65536, high=1 << 30),
+        "irw": Param(IRW_DEFAULT, "client: initial receive window in segments", low=10, high=100000),
+        "capacity_mbps": Param(0.0, "router: egress capacity (0 = the profile's rate)", low=0.0, high=100000.0),
+        "interval_ms": Param(150.0, "router: measurement interval s", low=1.0, high=10000.0),
+        "n_intervals": Param(5, "router: N, intervals of the peak utilisation", low=1, high=7),
+        "approval_intervals": Param(2, "router: intervals recent approvals are summed over", low=1, high=8),
+        "qs_thresh": Param(0.9, "router: share of capacity Quick-Start may fill", low=0.0, high=1.0),
+        "method": Param("peak", "router: utilisation estimate", choices=("peak", "ewma")),
+        "ewma_weight": Param(0.5, "router: weight w of the moving average (per interval)", low=0.0, high=1.0),
+    }
+
+    def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        inst = ctx.instance
+        if role == "router":
+            capacity = params["capacity_mbps"] * 1e6 or ctx.rate_bps
+            config = loader.QsRouterConfig(
+                capacity_bps=int(capacity), interval_ms=float(params["interval_ms"]),
+                n_intervals=int(params["n_intervals"]), approval_intervals=int(params["approval_intervals"]),
+                qs_thresh=float(params["qs_thresh"]), method=params["method"],
+                ewma_weight=float(params["ewma_weight"]))
+            loader.qs_router_install(inst, node, router_interface(node), config)
+            return
+        intf, ip = node_interface(node)
+        if role == "server":
+            LinuxTcp().install(node, role, {"cc": params["base_cc"], "iw": params["iw"], "irw": 0}, ctx)
+            cc = loader.cc_name(inst, f"qs_{params['base_cc']}")
+            loader.set_node(inst, node, loader.NodeConfig(flags=loader.SERVER_QS, cc=cc))
+            loader.qs_set_host(inst, ip, request_code(params["request"], params, ctx.rate_bps))
+            loader.tc_attach(node, intf, "egress", loader.qs_host_program(inst, "server"))
+        else:
+            open_receive_window(node, ctx.gateway, int(params["rcvbuf"]), int(params["irw"]))
+            loader.set_node(inst, node, loader.NodeConfig(flags=loader.CLIENT_QS))
+            loader.qs_set_host(inst, ip, 0)
+            loader.tc_attach(node, intf, "ingress", loader.qs_host_program(inst, "client"))
+
+    def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        inst = ctx.instance
+        if role == "router":
+            loader.qs_router_remove(inst, node, router_interface(node))
+            return
+        intf, ip = node_interface(node)
+        loader.tc_detach(node, intf)
+        loader.qs_clear_host(inst, ip)
+        loader.clear_node(inst, node)
+        if role == "server":
+            LinuxTcp().remove(node, role, params, ctx)
+        else:
+            restore_receive_window(node, ctx.gateway)
