@@ -9,8 +9,6 @@ attachment or pin of ours is left.
 """
 from __future__ import annotations
 
-import socket
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,60 +23,14 @@ from hosts.variants import get_variant
 from topologies.network import Network
 from topologies.path import CLIENT_NET, GATEWAY_HOST, SERVER_NET
 from topologies.profiles import LinkProfile
+from wire import ACK, KERNEL_UNPACED, MSS, SYN, Packet as Segment, read_pcap, test_profile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
-MSS = 1448
-KERNEL_UNPACED = 10          # the kernel does not pace a connection's first 10 data segments
-SYN, ACK = 0x02, 0x10
 
 
 def profile(rate_mbps: float = 20, rtt_ms: float = 40) -> LinkProfile:
-    return LinkProfile(name=f"test-bpf-{rate_mbps:g}", down_mbps=rate_mbps, up_mbps=rate_mbps,
-                       rtt_ms=rtt_ms, buffer_pkts=400)
-
-
-# -- a pcap reader that keeps the TCP options (the columnar extractor drops them) --------
-@dataclass
-class Segment:
-    ts: float
-    src: str
-    dst: str
-    sport: int
-    dport: int
-    seq: int
-    ack: int
-    flags: int
-    win: int
-    payload: int
-    options: bytes
-
-
-def read_pcap(path: Path) -> list[Segment]:
-    """Ethernet/IPv4/TCP records of a classic pcap file (tcpdump -w)."""
-    data = path.read_bytes()
-    magic = data[:4]
-    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-    linktype = struct.unpack(endian + "I", data[20:24])[0]
-    assert linktype == 1, f"expected Ethernet captures, got linktype {linktype}"
-    out, off = [], 24
-    while off + 16 <= len(data):
-        sec, frac, caplen, _ = struct.unpack(endian + "IIII", data[off:off + 16])
-        frame = data[off + 16:off + 16 + caplen]
-        off += 16 + caplen
-        if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
-            continue
-        ihl = (frame[14] & 0x0F) * 4
-        total = struct.unpack("!H", frame[16:18])[0]
-        tcp = frame[14 + ihl:]
-        sport, dport, seq, ack, off_flags, win = struct.unpack("!HHIIHH", tcp[:16])
-        thl = (off_flags >> 12) * 4
-        out.append(Segment(ts=sec + frac / (1e9 if nano else 1e6),
-                           src=socket.inet_ntoa(frame[26:30]), dst=socket.inet_ntoa(frame[30:34]),
-                           sport=sport, dport=dport, seq=seq, ack=ack, flags=off_flags & 0xFF,
-                           win=win, payload=total - ihl - thl, options=bytes(tcp[20:thl])))
-    return out
+    return test_profile("test-bpf", rate_mbps, rtt_ms)
 
 
 def window_scale(options: bytes) -> int:
@@ -135,7 +87,7 @@ def first_flight(segments: list[Segment], client_ip: str, server_ip: str) -> Fli
     last_from_client = [s for s in conn if s.src == client_ip and s.ts < flight[0].ts][-1]
     sent = {s.seq: s.payload for s in conn if s.src == server_ip and s.payload > 0}
     return Flight(syn=syn, segments=flight, handshake_rtt_s=hs_ack.ts - synack.ts,
-                  rwnd=last_from_client.win << window_scale(syn.options), response_bytes=sum(sent.values()))
+                  rwnd=last_from_client.win << window_scale(syn.tcp_options), response_bytes=sum(sent.values()))
 
 
 # -- one run --------------------------------------------------------------------------------
@@ -188,7 +140,7 @@ def fetch_pair(tmp_path: Path, variant_name: str, size_bytes: int, prof: LinkPro
 def assert_baseline_untouched(run: dict) -> None:
     """cl2 ← sv2 sits in other namespaces of the same network: kernel defaults (IW10)."""
     base = run["baseline"]
-    assert decode_option(base.syn.options) is None, "the baseline client's SYN carries the hint option"
+    assert decode_option(base.syn.tcp_options) is None, "the baseline client's SYN carries the hint option"
     assert base.count == 10, f"baseline first flight {base.count} segments, expected IW10"
     assert run["counters"]["baseline_server"] is None
 
@@ -200,7 +152,7 @@ def test_blitzstart_hint_on_syn_and_paced_first_flight(tmp_path, factor_variant,
     run = fetch_pair(tmp_path, factor_variant, 2_000_000, prof)
     assert run["loaded"]
     test = run["test"]
-    hint = decode_option(test.syn.options)
+    hint = decode_option(test.syn.tcp_options)
     assert hint is not None, "the client's SYN carries no Blitzstart option"
     assert hint[0] == round(factor * prof.rate_bps("down") / 1000), hint
     counters = run["counters"]["server"]
@@ -228,7 +180,7 @@ def test_jumpstart_sends_the_whole_object_paced_over_one_rtt(tmp_path):
     size = 150_000                               # ~104 segments: below the client's window
     run = fetch_pair(tmp_path, "jumpstart", size, prof)
     test = run["test"]
-    assert decode_option(test.syn.options) is None
+    assert decode_option(test.syn.tcp_options) is None
     counters = run["counters"]["server"]
     assert counters["cc_set"] == 1 and counters["errors"] == 0, counters
     # D = data queued: the whole response (header + object) leaves before the first ACK.
@@ -257,7 +209,7 @@ def test_jumpstart_first_flight_is_capped_by_the_receive_window(tmp_path, monkey
     run = fetch_pair(tmp_path, small_window.name, 500_000, prof)
     test = run["test"]
     # initrwnd 40 x the advertised MSS (1460), rounded to the window scale's granularity
-    assert abs(test.rwnd - 40 * 1460) < 1 << window_scale(test.syn.options), test.rwnd
+    assert abs(test.rwnd - 40 * 1460) < 1 << window_scale(test.syn.tcp_options), test.rwnd
     assert test.bytes == test.rwnd, (test.bytes, test.rwnd)       # D = the window, not the 500 KB queued
     assert test.count == -(-test.rwnd // MSS)
     ideal = test.handshake_rtt_s * (test.count - KERNEL_UNPACED) / test.count

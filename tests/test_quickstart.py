@@ -8,8 +8,6 @@ namespaces, links, processes — is left afterwards.
 """
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,76 +24,18 @@ from hosts.process import NodeProcess
 from topologies.network import Network
 from topologies.path import CLIENT_NET, GATEWAY_HOST, SERVER_NET
 from topologies.profiles import LinkProfile
+import wire
+from wire import ACK, KERNEL_UNPACED, MSS, SYN, Packet, read_pcap, test_profile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
-SYN, ACK = 0x02, 0x10
-MSS = 1448
-KERNEL_UNPACED = 10
-
-
 def profile(rate_mbps: float = 20, rtt_ms: float = 60) -> LinkProfile:
-    return LinkProfile(name=f"test-qs-{rate_mbps:g}", down_mbps=rate_mbps, up_mbps=rate_mbps,
-                       rtt_ms=rtt_ms, buffer_pkts=400)
-
-
-@dataclass
-class Packet:
-    ts: float
-    src: str
-    dst: str
-    ttl: int
-    ip_options: bytes
-    sport: int
-    dport: int
-    seq: int
-    ack: int
-    flags: int
-    payload: int
-    tcp_options: bytes
-
-
-def read_pcap(path: Path) -> list[Packet]:
-    """Ethernet/IPv4/TCP records of a classic pcap, with both option lists kept."""
-    data = path.read_bytes()
-    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    nano = data[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-    out, off = [], 24
-    while off + 16 <= len(data):
-        sec, frac, caplen, _ = struct.unpack(endian + "IIII", data[off:off + 16])
-        frame = data[off + 16:off + 16 + caplen]
-        off += 16 + caplen
-        if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
-            continue
-        ihl = (frame[14] & 0x0F) * 4
-        total = struct.unpack("!H", frame[16:18])[0]
-        tcp = frame[14 + ihl:]
-        sport, dport, seq, ack, off_flags = struct.unpack("!HHIIH", tcp[:14])
-        thl = (off_flags >> 12) * 4
-        out.append(Packet(sec + frac / (1e9 if nano else 1e6), socket.inet_ntoa(frame[26:30]),
-                          socket.inet_ntoa(frame[30:34]), frame[22], bytes(frame[34:14 + ihl]), sport, dport,
-                          seq, ack, off_flags & 0xFF, total - ihl - thl, bytes(tcp[20:thl])))
-    return out
+    return test_profile("test-qs", rate_mbps, rtt_ms)
 
 
 def ip_checksum_ok(path: Path) -> bool:
     """Every IPv4 header in the capture has a valid checksum (options included)."""
-    data = path.read_bytes()
-    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    off = 24
-    while off + 16 <= len(data):
-        caplen = struct.unpack(endian + "I", data[off + 8:off + 12])[0]
-        frame = data[off + 16:off + 16 + caplen]
-        off += 16 + caplen
-        if frame[12:14] != b"\x08\x00":
-            continue
-        header = frame[14:14 + (frame[14] & 0x0F) * 4]
-        total = sum(struct.unpack(f"!{len(header) // 2}H", header))
-        while total >> 16:
-            total = (total & 0xFFFF) + (total >> 16)
-        if total != 0xFFFF:
-            return False
-    return True
+    return all(wire.ip_checksum_ok(p.ip_header) for p in read_pcap(path))
 
 
 @dataclass

@@ -1,0 +1,81 @@
+"""Reading captures with every header field kept, for the tests that check schemes on the wire.
+
+The columnar extractor (analysis/pcapcols) keeps what the metrics need and drops
+options; these tests need the IP and TCP options and the IP TTL of the handshake, and
+their captures are small, so a plain Python reader does.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from topologies.profiles import LinkProfile
+
+SYN, ACK = 0x02, 0x10
+MSS = 1448
+KERNEL_UNPACED = 10          # the kernel does not pace a connection's first 10 data segments
+
+
+def test_profile(name: str, rate_mbps: float, rtt_ms: float) -> LinkProfile:
+    """A small dumbbell profile with a queue deep enough never to drop a first flight."""
+    return LinkProfile(name=f"{name}-{rate_mbps:g}", down_mbps=rate_mbps, up_mbps=rate_mbps,
+                       rtt_ms=rtt_ms, buffer_pkts=400)
+
+
+test_profile.__test__ = False    # a helper, not a test, despite its name
+
+
+@dataclass
+class Packet:
+    ts: float
+    src: str
+    dst: str
+    ttl: int
+    ip_options: bytes
+    sport: int
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    win: int
+    payload: int
+    tcp_options: bytes
+    ip_header: bytes
+
+
+def ip_checksum_ok(header: bytes) -> bool:
+    """An IPv4 header (options included) whose checksum verifies."""
+    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def read_pcap(path: Path) -> list[Packet]:
+    """Ethernet/IPv4/TCP records of a classic pcap file (tcpdump -w), options kept."""
+    data = path.read_bytes()
+    magic = data[:4]
+    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    linktype = struct.unpack(endian + "I", data[20:24])[0]
+    assert linktype == 1, f"expected Ethernet captures, got linktype {linktype}"
+    out, off = [], 24
+    while off + 16 <= len(data):
+        sec, frac, caplen, _ = struct.unpack(endian + "IIII", data[off:off + 16])
+        frame = data[off + 16:off + 16 + caplen]
+        off += 16 + caplen
+        if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+            continue
+        ihl = (frame[14] & 0x0F) * 4
+        total = struct.unpack("!H", frame[16:18])[0]
+        tcp = frame[14 + ihl:]
+        sport, dport, seq, ack, off_flags, win = struct.unpack("!HHIIHH", tcp[:16])
+        thl = (off_flags >> 12) * 4
+        out.append(Packet(ts=sec + frac / (1e9 if nano else 1e6), src=socket.inet_ntoa(frame[26:30]),
+                          dst=socket.inet_ntoa(frame[30:34]), ttl=frame[22], ip_options=bytes(frame[34:14 + ihl]),
+                          sport=sport, dport=dport, seq=seq, ack=ack, flags=off_flags & 0xFF, win=win,
+                          payload=total - ihl - thl, tcp_options=bytes(tcp[20:thl]),
+                          ip_header=bytes(frame[14:14 + ihl])))
+    return out
