@@ -17,9 +17,11 @@ METRICS = {"fct_s": lambda r: r["short"]["fct_s"], "lost_pkts": lambda r: r["sho
 
 
 def _cells(records: list[dict]) -> dict[tuple, list[dict]]:
+    """Runs by (profile, size, variant, swept parameter=value or "" without a sweep)."""
     cells: dict[tuple, list[dict]] = {}
     for rec in records:
-        cells.setdefault((rec["profile"], rec["size_bytes"], rec["variant"]), []).append(rec)
+        point = ",".join(f"{k}={v:g}" for k, v in (rec.get("sweep") or {}).items())
+        cells.setdefault((rec["profile"], rec["size_bytes"], rec["variant"], point), []).append(rec)
     return cells
 
 
@@ -31,7 +33,7 @@ def compare(old_dir: Path, new_dir: Path) -> list[dict]:
     rows = []
     for key in sorted(set(old_cells) & set(new_cells)):
         old, new = old_cells[key], new_cells[key]
-        row = {"profile": key[0], "size_bytes": key[1], "variant": key[2], "runs_old": len(old),
+        row = {"profile": key[0], "size_bytes": key[1], "variant": key[2], "sweep": key[3], "runs_old": len(old),
                "runs_new": len(new), "regressed": False}
         for name, get in METRICS.items():
             a, b = [get(r) for r in new], [get(r) for r in old]
@@ -55,7 +57,8 @@ def compare_campaigns(old_dir: Path, new_dir: Path, as_json: bool) -> int:
         for r in rows:
             verdict = "REGRESSED" if r["regressed"] else ("changed" if r["fct_s_significant"]
                                                             or r["lost_pkts_significant"] else "same")
-            print(f"{r['profile']:<12} {size_label(r['size_bytes']):>6} {r['variant']:<14} "
+            variant = f"{r['variant']} {r['sweep']}".strip()
+            print(f"{r['profile']:<12} {size_label(r['size_bytes']):>6} {variant:<14} "
                   f"{r['fct_s_old']:>8.3f}s {r['fct_s_new']:>8.3f}s {r['lost_pkts_old']:>8.1f} "
                   f"{r['lost_pkts_new']:>8.1f}  {verdict}")
         if not rows:

@@ -26,6 +26,9 @@ CAPTURES = ("cap-client.pcap", "cap-bneck-in.pcap", "cap-bneck-out.pcap")
 LEAD_S = 1.0
 STEP_S = 0.005
 MAX_SAMPLES = 5000
+# The time-sequence series keeps at most this many data segments (evenly strided, every
+# retransmission kept): enough to draw Scharf's Figs. 9-10, small enough for metrics.json.
+MAX_SEQ_POINTS = 1500
 
 
 def _flow(cap: Capture, port: int) -> tuple[int, int] | None:
@@ -68,6 +71,30 @@ def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] |
         "long_mbps": np.round(long_mbps, 3).tolist(),
         "window_s": rtt_s,
     }
+
+
+def _time_sequence(client: Capture, conn: int, port: int, bneck_in: Capture, syn: float) -> dict:
+    """Server → client data segments of the flow before the bottleneck queue (what the
+    sender sent, when — retransmissions included): time since the SYN and the segment's
+    last byte relative to the first data byte, decimated to MAX_SEQ_POINTS."""
+    j = flows.same_connection(client.conns, bneck_in.conns, conn)
+    if j is None:
+        return {"t": [], "seq": [], "retx": [], "stride": 1}
+    d = flows.direction_from_port(bneck_in.conns, j, port)
+    pk = bneck_in.packets
+    data = flows.flow_mask(pk, j, d) & (pk["payload"] > 0)
+    ts, seq = pk["ts"][data], pk["seq"][data].astype(np.int64)
+    retx = pk["retx"][data].astype(bool)
+    if ts.size == 0:
+        return {"t": [], "seq": [], "retx": [], "stride": 1}
+    end = (seq - int(seq[0])) % 2 ** 32 + pk["payload"][data]
+    stride = max(1, -(-ts.size // MAX_SEQ_POINTS))
+    keep = np.zeros(ts.size, dtype=bool)
+    keep[::stride] = True
+    keep[-1] = True
+    keep |= retx
+    return {"t": np.round(ts[keep] - syn, 6).tolist(), "seq": end[keep].astype(int).tolist(),
+            "retx": retx[keep].astype(int).tolist(), "stride": stride}
 
 
 def _quickstart(run_dir: Path, port: int, client: Capture, conn: int, bneck_in: Capture,
@@ -185,4 +212,5 @@ def run_metrics(run_dir: Path, spec: dict) -> dict:
         "throughput": throughput,
         "counts": _counts({"client": client, "bneck_in": bneck_in, "bneck_out": bneck_out}),
         "quickstart": _quickstart(run_dir, short_port, client, sc, bneck_in, bneck_out),
+        "time_sequence": _time_sequence(client, sc, short_port, bneck_in, syn),
     }

@@ -4,7 +4,16 @@
   transfer size (Figs. 2 and 4);
 - per (profile, size): rolling-average throughput of the short and the long flow in
   the median-FCT run of each variant (Fig. 3);
-- per profile: FCT box plots with the individual runs on top, one panel per size.
+- per profile: FCT box plots with the individual runs on top, one panel per size;
+- for campaigns whose flows requested Quick-Start: per profile the speedup T_baseline ÷
+  T_variant vs transfer size (the Linux paper's Fig. 11) and, where the flow ran alone,
+  the relative improvement next to Equation 2 of the Allman/Floyd/Sarolahti paper (its
+  Figs. 2-3); per (profile, size) the time-sequence trace of each variant's median-FCT
+  run (the Linux paper's Figs. 9-10);
+- for campaigns with a swept workload parameter (the offered load), instead of the above
+  (which would mix the sweep's points): per (profile, size) the Quick-Start approval and
+  failure ratios, link utilisation, drop rate and mean FCT vs that parameter, one line per
+  variant (the Quick-Start paper's Figs. 4, 5 and 8).
 
 A variant keeps its colour in every figure (assigned once from the campaign's variant
 order), so figures can be read side by side. Figures are built on matplotlib's
@@ -23,8 +32,11 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from analysis import stats
+from analysis.quickstart import qs_window_segments
 from analysis.records import RunRecord, size_label
-from analysis.summary import ordered_cells, ordered_variants, write_atomically
+from analysis.summary import Row, ordered_cells, ordered_variants, summary_rows, write_atomically
+from analysis.transfer_model import relative_improvement
 
 LONG_FLOW_COLOUR = "#555555"
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -36,7 +48,7 @@ DPI = 110
 class Plot:
     """A written figure and what it shows; size is None for per-profile figures."""
 
-    kind: str  # "cdf", "throughput" or "fct_box"
+    kind: str  # "cdf", "throughput", "fct_box", "speedup", "time_sequence" or "load"
     profile: str
     size_bytes: Optional[int]
     path: Path
@@ -61,6 +73,14 @@ def write_plots(campaign_dir: Path | str, campaign: dict[str, Any],
     profiles = list(dict.fromkeys(p for p, _ in cells))
 
     plots: list[Plot] = []
+    if any(r.get("sweep") for r in records):
+        rows = summary_rows(campaign, records)
+        for profile, size in cells:
+            path = out / f"load_{_file_stem(profile)}_{size_label(size)}.png"
+            mine = [r for r in rows if (r["profile"], r["size_bytes"]) == (profile, size)]
+            _save(load_figure(profile, size, mine, variants, colours), path)
+            plots.append(Plot("load", profile, size, path))
+        return plots
     for profile in profiles:
         sizes = [s for p, s in cells if p == profile]
         rows = [(s, by_cell[(profile, s)]) for s in sizes]
@@ -74,7 +94,139 @@ def write_plots(campaign_dir: Path | str, campaign: dict[str, Any],
             path = out / f"throughput_{stem}_{size_label(size)}.png"
             _save(throughput_figure(profile, size, runs, variants, colours), path)
             plots.append(Plot("throughput", profile, size, path))
+        if any(r["quickstart"] and r["quickstart"].get("requested") for _, runs in rows for r in runs):
+            plots += _quickstart_plots(out, profile, rows, variants, colours, baseline)
     return plots
+
+
+def _quickstart_plots(out: Path, profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
+                      colours: dict[str, str], baseline: Optional[str]) -> list[Plot]:
+    stem = _file_stem(profile)
+    plots = []
+    if baseline:
+        path = out / f"speedup_{stem}.png"
+        _save(speedup_figure(profile, rows, variants, colours, baseline), path)
+        plots.append(Plot("speedup", profile, None, path))
+    for size, runs in rows:
+        path = out / f"time_sequence_{stem}_{size_label(size)}.png"
+        _save(time_sequence_figure(profile, size, runs, variants, colours), path)
+        plots.append(Plot("time_sequence", profile, size, path))
+    return plots
+
+
+def speedups(rows: list[tuple[int, list[RunRecord]]], variant: str, baseline: str) -> list[tuple[int, float]]:
+    """(size, mean FCT of the baseline ÷ mean FCT of `variant`) where both ran."""
+    out = []
+    for size, runs in rows:
+        base = [r["short"]["fct_s"] for r in runs if r["variant"] == baseline]
+        mine = [r["short"]["fct_s"] for r in runs if r["variant"] == variant]
+        if base and mine:
+            out.append((size, stats.mean(base) / stats.mean(mine)))
+    return out
+
+
+def model_windows(runs: list[RunRecord], variant: str, baseline: str) -> Optional[tuple[float, float]]:
+    """Equation 2's two windows in packets for `variant` against the slow-start baseline:
+    the Quick-Start window of the median approved rate (Equation 1) and the baseline's
+    initial window (the kernel's 10 when the variant left it alone). None when no run of
+    `variant` was approved."""
+    approved = [r for r in runs if r["variant"] == variant and r["quickstart"] and r["quickstart"].get("approved")]
+    base = [r for r in runs if r["variant"] == baseline]
+    if not approved or not base:
+        return None
+    rec = approved[0]
+    rate = stats.median([r["quickstart"]["approved_bps"] for r in approved])
+    mss = rec["mtu"] - 52                # IPv4 + TCP with timestamps
+    return qs_window_segments(rate, rec["rtt_s"], mss, 52), float(base[0]["server_iw"] or 10)
+
+
+def speedup_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
+                   colours: dict[str, str], baseline: str) -> Figure:
+    """Left: T_baseline ÷ T_variant vs size, one line per variant (Scharf Fig. 11). Right,
+    when every flow ran alone: the relative improvement 1 − T_variant ÷ T_baseline of the
+    approved Quick-Start variants, with Equation 2's model dashed in the same colour."""
+    runs_all = [r for _, runs in rows for r in runs]
+    alone = all(r["long"] is None for r in runs_all)
+    fig = Figure(figsize=(12 if alone else 6.5, 4.3), layout="constrained")
+    axes = fig.subplots(1, 2 if alone else 1, squeeze=False)[0]
+    ax = axes[0]
+    for variant in variants:
+        if variant == baseline:
+            continue
+        points = speedups(rows, variant, baseline)
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=colours[variant],
+                    label=variant)
+    ax.axhline(1.0, color="#999999", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_xlabel("transfer size (bytes)")
+    ax.set_ylabel(f"speedup T({baseline}) ÷ T(variant)")
+    ax.set_title(f"{profile}: speedup over {baseline} (mean FCT)", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    if alone:
+        _improvement_axes(axes[1], profile, rows, variants, colours, baseline)
+    return fig
+
+
+def _improvement_axes(ax: Axes, profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
+                      colours: dict[str, str], baseline: str) -> None:
+    runs_all = [r for _, runs in rows for r in runs]
+    sizes = [size for size, _ in rows]
+    grid = np.geomspace(min(sizes), max(sizes), 60) if len(sizes) > 1 else np.asarray(sizes, dtype=float)
+    drawn = False
+    for variant in variants:
+        windows = None if variant == baseline else model_windows(runs_all, variant, baseline)
+        if windows is None:
+            continue
+        rec = runs_all[0]
+        points = speedups(rows, variant, baseline)
+        ax.plot([p[0] for p in points], [1 - 1 / p[1] for p in points], marker="o", color=colours[variant],
+                label=f"{variant} measured")
+        model = [relative_improvement(int(x), rec["mtu"] - 52, rec["mtu"], rec["rate_bps"], rec["rtt_s"],
+                                      *windows) for x in grid]
+        ax.plot(grid, model, ls="--", color=colours[variant],
+                label=f"Equation 2 (W {windows[0]:.0f} vs {windows[1]:.0f} pkts)")
+        drawn = True
+    if not drawn:
+        _no_data(ax, "no approved Quick-Start request")
+    ax.set_xscale("log")
+    ax.set_xlabel("transfer size (bytes)")
+    ax.set_ylabel("relative improvement 1 − T(QS) ÷ T(SS)")
+    ax.set_title(f"{profile}: relative improvement vs Equation 2", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+
+
+def time_sequence_figure(profile: str, size: int, runs: list[RunRecord], variants: list[str],
+                         colours: dict[str, str]) -> Figure:
+    """Sequence number vs time of the server's data in each variant's median-FCT run,
+    overlaid as in Scharf's Figs. 9-10; retransmissions marked ×."""
+    fig = Figure(figsize=(8, 4.8), layout="constrained")
+    ax = fig.subplots()
+    drawn = False
+    for variant in variants:
+        mine = [r for r in runs if r["variant"] == variant]
+        if not mine:
+            continue
+        run = median_fct_run(mine)
+        series = run["time_sequence"]
+        if not series or not series["t"]:
+            continue
+        t, seq = np.asarray(series["t"]), np.asarray(series["seq"]) / 1000
+        ax.plot(t, seq, ".", ms=2.5, color=colours[variant], label=f"{variant} (run {run['run_id']})")
+        retx = np.asarray(series["retx"], dtype=bool)
+        if retx.any():
+            ax.plot(t[retx], seq[retx], "x", ms=5, color=colours[variant])
+        drawn = True
+    if not drawn:
+        _no_data(ax, "no time-sequence series in these runs")
+    ax.set_xlabel("time since the SYN (s)")
+    ax.set_ylabel("sequence number (KB, relative)")
+    ax.set_title(f"{profile}, {size_label(size)}: time-sequence of the median-FCT run", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
 
 
 def cdf_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
@@ -158,6 +310,39 @@ def fct_box_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], varian
         ax.set_title(f"{profile}, {size_label(size)}: FCT per variant", fontsize=10)
         ax.set_ylabel("flow completion time (s)")
         ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+LOAD_PANELS = (("qs_approval_ratio", "Quick-Start approval ratio"),
+               ("qs_failure_ratio", "Quick-Start failure ratio"),
+               ("utilisation_mean", "link utilisation"),
+               ("drop_rate_mean", "drop rate at the bottleneck"),
+               ("fct_mean_s", "mean FCT (s)"))
+
+
+def load_figure(profile: str, size: int, rows: list[Row], variants: list[str], colours: dict[str, str]) -> Figure:
+    """Summary figures vs the swept parameter, one line per variant, one panel per figure."""
+    fig = Figure(figsize=(4.2 * len(LOAD_PANELS), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(LOAD_PANELS), squeeze=False)[0]
+    param = next((r["sweep_param"] for r in rows if r["sweep_param"]), "sweep")
+    for (column, label), ax in zip(LOAD_PANELS, axes):
+        drawn = False
+        for variant in variants:
+            points = sorted((r["sweep_value"], r[column]) for r in rows
+                            if r["variant"] == variant and r[column] is not None and r["sweep_value"] is not None)
+            if points:
+                ax.plot([x for x, _ in points], [y for _, y in points], marker="o", color=colours[variant],
+                        label=variant)
+                drawn = True
+        if not drawn:
+            _no_data(ax, "no data")
+        ax.set_xlabel(param)
+        ax.set_ylabel(label)
+        ax.set_title(f"{profile}, {size_label(size)}: {label}", fontsize=9)
+        ax.grid(alpha=0.3)
+        if column != "fct_mean_s":
+            ax.set_ylim(bottom=0)
+    axes[-1].legend(fontsize=8)           # every variant has an FCT; the baseline no approvals
     return fig
 
 

@@ -37,6 +37,13 @@ class Throughput(TypedDict):
     long_mbps: list[float]
 
 
+class TimeSequence(TypedDict):
+    t: list[float]  # s since the SYN
+    seq: list[int]  # last byte of the segment, relative to the first data byte
+    retx: list[int]  # 1 for a retransmission
+    stride: int  # every stride-th segment kept (retransmissions always)
+
+
 class RunRecord(TypedDict):
     """One finished run: its coordinates in the campaign matrix and its metrics."""
 
@@ -51,6 +58,12 @@ class RunRecord(TypedDict):
     long: Optional[LongFlow]
     fairness_ratio: Optional[float]
     throughput: Throughput
+    quickstart: Optional[dict[str, Any]]  # the flow's Quick-Start block; None in runs without one
+    time_sequence: Optional[TimeSequence]
+    mtu: int  # the profile's packet size, bytes
+    server_iw: Optional[int]  # the variant's configured initial window on the server, segments
+    sweep: dict[str, Any]  # the swept workload parameter of this run ({} without a sweep)
+    link_use: Optional[dict[str, Any]]  # bottleneck bytes/packets/drops over the run, if recorded
     git_rev: Optional[str]  # provenance, shown in the report
     kernel: Optional[str]
 
@@ -101,12 +114,25 @@ def _record(meta: dict[str, Any], metrics: dict[str, Any], run_dir: Path) -> Run
             long=metrics.get("long"),
             fairness_ratio=metrics.get("fairness_ratio"),
             throughput=metrics.get("throughput") or {"t": [], "short_mbps": [], "long_mbps": []},
+            quickstart=metrics.get("quickstart"),
+            time_sequence=metrics.get("time_sequence"),
+            mtu=int(params.get("mtu") or 1500),
+            server_iw=_server_iw(meta),
+            sweep=dict(meta.get("sweep") or {}),
+            link_use=meta.get("link_use"),
             git_rev=meta.get("git_rev"),
             kernel=meta.get("kernel"),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise UserError(f"run {run_dir} has an incomplete meta.json/metrics.json "
                         f"({type(err).__name__}: {err}); re-run it or delete the directory") from err
+
+
+def _server_iw(meta: dict[str, Any]) -> Optional[int]:
+    """The initial window the variant configured on its server (None: the kernel default)."""
+    server = ((meta.get("variant_definition") or {}).get("roles") or {}).get("server") or {}
+    iw = server.get("iw")
+    return int(iw) if iw else None
 
 
 def _read_json(path: Path) -> dict[str, Any]:

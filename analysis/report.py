@@ -111,6 +111,13 @@ SUMMARY_HEADERS = ["profile", "size", "variant", "runs", "FCT mean", "FCT 95% CI
                    "ΔFCT vs baseline", "ANOVA p"]
 
 
+def cell_label(row: Row) -> str:
+    """A row's profile, with the swept parameter's value where the campaign has a sweep."""
+    if row.get("sweep_param") is None:
+        return row["profile"]
+    return f"{row['profile']}, {row['sweep_param']} {row['sweep_value']:g}"
+
+
 def _summary_cells(row: Row) -> list[str]:
     """One summary row as display texts; the plain-text, Markdown and HTML tables share it."""
     ci = ("" if row["fct_ci_low_s"] is None
@@ -121,7 +128,7 @@ def _summary_cells(row: Row) -> list[str]:
         diff, factor = _change(row, "fct")
         change = f"{diff} ({factor}) {VERDICTS[v].arrow}"
     return [
-        row["profile"], size_label(row["size_bytes"]), row["variant"], str(row["runs"]),
+        cell_label(row), size_label(row["size_bytes"]), row["variant"], str(row["runs"]),
         format_seconds(row["fct_mean_s"]), ci, format_seconds(row["fct_median_s"]),
         format_packets(row["loss_mean_pkts"]), format_packets(row["loss_median_pkts"]),
         format_packets(row["retx_mean_pkts"]),
@@ -129,6 +136,23 @@ def _summary_cells(row: Row) -> list[str]:
         "" if row["inflation_mean"] is None else f"{row['inflation_mean']:.3f}", change,
         "" if row["anova_fct_p"] is None else f"{row['anova_fct_p']:.3g}",
     ]
+
+
+QS_HEADERS = ["profile", "size", "variant", "runs", "requested", "approved", "failures", "QS bytes mean"]
+QS_NOTE = ("requested: share of runs whose SYN-ACK carried a Quick-Start request; approved: share of the "
+           "requests the sender accepted (echo with the right TTL diff and nonce, rate > 0); failures: share "
+           "of approved runs that lost a packet sent in the Quick-Start phase; QS bytes: data sent in that "
+           "phase, mean over the approved runs.")
+
+
+def quickstart_rows(rows: list[Row]) -> list[list[str]]:
+    """The Quick-Start columns as display texts, for the rows that carry them ([] if none)."""
+    def share(x: Optional[float]) -> str:
+        return "–" if x is None else f"{x:.0%}"
+    return [[cell_label(r), size_label(r["size_bytes"]), r["variant"], str(r["runs"]),
+             share(r["qs_requested_ratio"]), share(r["qs_approval_ratio"]), share(r["qs_failure_ratio"]),
+             "–" if r["qs_bytes_mean"] is None else f"{r['qs_bytes_mean'] / 1000:.1f} KB"]
+            for r in rows if r.get("qs_requested_ratio") is not None]
 
 
 def format_table(summary_rows: list[Row]) -> str:
@@ -174,10 +198,10 @@ def _metadata(campaign: dict[str, Any], records: list[RunRecord], root: Path) ->
 def _comparison_layout(campaign: dict[str, Any], records: list[RunRecord], rows: list[Row]
                        ) -> tuple[list[tuple[str, list[int]]], list[str], dict[tuple[str, int, str], Row]]:
     """Profiles with their sizes, the non-baseline variants and the rows keyed by cell."""
-    by_key = {(r["profile"], r["size_bytes"], r["variant"]): r for r in rows}
+    by_key = {(cell_label(r), r["size_bytes"], r["variant"]): r for r in rows}
     profiles: dict[str, list[int]] = {}
     for r in rows:
-        sizes = profiles.setdefault(r["profile"], [])
+        sizes = profiles.setdefault(cell_label(r), [])
         if r["size_bytes"] not in sizes:
             sizes.append(r["size_bytes"])
     variants = [v for v in ordered_variants(campaign, records) if v != campaign.get("baseline")]
@@ -226,7 +250,14 @@ def html_report(campaign: dict[str, Any], records: list[RunRecord], rows: list[R
                                       "bytes of the long flow while the short flow is active), lost packets."),
                               ("fct_box", "FCT per variant; each point is one run."),
                               ("throughput", "Rolling-average throughput of both flows in the "
-                                             "median-FCT run of each variant.")):
+                                             "median-FCT run of each variant."),
+                              ("speedup", "Speedup of each variant over the baseline (mean FCT) vs transfer "
+                                          "size; where the flow ran alone, the relative improvement next to "
+                                          "Equation 2 of the Quick-Start paper (dashed)."),
+                              ("time_sequence", "Sequence number vs time of the server's data (before the "
+                                                "bottleneck queue) in the median-FCT run of each variant."),
+                              ("load", "Quick-Start approval and failure ratios, link utilisation and drop "
+                                       "rate over the fetch, and mean FCT vs the swept workload parameter.")):
             of_kind = [p for p in mine if p.kind == kind]
             if of_kind:
                 parts.append(f"<p class='note'>{e(caption)}</p>")
@@ -236,6 +267,11 @@ def html_report(campaign: dict[str, Any], records: list[RunRecord], rows: list[R
                 parts.append(f"<img alt='{e(alt)}' src='data:image/png;base64,{data}'>")
     parts.append("<h2>Summary</h2>")
     parts.append(_html_table(SUMMARY_HEADERS, [_summary_cells(r) for r in rows]))
+    qs_rows = quickstart_rows(rows)
+    if qs_rows:
+        parts.append("<h2>Quick-Start</h2>")
+        parts.append(_html_table(QS_HEADERS, qs_rows))
+        parts.append(f"<p class='note'>{e(QS_NOTE)}</p>")
     parts.append("<p class='note'>The same figures, unrounded and with more columns, are in "
                  "summary.csv and summary.json beside this report.</p></body></html>")
     return "\n".join(parts)
@@ -247,7 +283,7 @@ def _html_comparison(campaign: dict[str, Any], records: list[RunRecord], rows: l
     baseline = campaign.get("baseline")
     if not variants:
         return "<p>Only the baseline variant ran, so there is nothing to compare.</p>"
-    first = {p: by_key.get((p, sizes[0], baseline)) or next(r for r in rows if r["profile"] == p)
+    first = {p: by_key.get((p, sizes[0], baseline)) or next(r for r in rows if cell_label(r) == p)
              for p, sizes in profiles}
     head1 = ["<tr><th rowspan='3'>variant</th>"]
     head2, head3 = ["<tr>"], ["<tr>"]
@@ -324,7 +360,7 @@ def markdown_report(campaign: dict[str, Any], records: list[RunRecord], rows: li
     if compared:
         table = []
         for row in compared:
-            cells = [row["profile"], size_label(row["size_bytes"]), row["variant"]]
+            cells = [cell_label(row), size_label(row["size_bytes"]), row["variant"]]
             for metric in ("fct", "loss"):
                 diff, factor = _change(row, metric)
                 shown = VERDICTS[verdict(row, metric) or "not_significant"]
@@ -337,6 +373,9 @@ def markdown_report(campaign: dict[str, Any], records: list[RunRecord], rows: li
 
     lines += ["", "## Summary", ""]
     lines += _md_table(SUMMARY_HEADERS, [_summary_cells(r) for r in rows])
+    qs_rows = quickstart_rows(rows)
+    if qs_rows:
+        lines += ["", "## Quick-Start", ""] + _md_table(QS_HEADERS, qs_rows) + ["", QS_NOTE]
     lines += ["", "## Figures", ""]
     lines += [f"- [{p.kind} {p.profile}{'' if p.size_bytes is None else ' ' + size_label(p.size_bytes)}]"
               f"({p.path.relative_to(root).as_posix()})" for p in plots]

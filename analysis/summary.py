@@ -14,7 +14,7 @@ import os
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Optional, Union
 
 from analysis import stats
 from analysis.records import RunRecord
@@ -35,32 +35,46 @@ COLUMNS = [
     "anova_fct_p",
     # the profile's configured figures, for reading the above
     "rtt_s", "rate_bps",
+    # Quick-Start of the flow under test (empty where no run carries a Quick-Start block)
+    "qs_requested_ratio", "qs_approval_ratio", "qs_failure_ratio", "qs_bytes_mean",
+    # the swept workload parameter and its value (empty without a sweep); then the
+    # bottleneck over the fetch: sent bytes ÷ capacity × time, drops ÷ arrivals (empty if
+    # the runs did not record them)
+    "sweep_param", "sweep_value", "utilisation_mean", "drop_rate_mean",
 ]
 
 Row = dict[str, Any]
 
 
 def summary_rows(campaign: dict[str, Any], records: list[RunRecord]) -> list[Row]:
-    """One row per (profile, size, variant) present in the records, in campaign order."""
-    groups: dict[tuple[str, int, str], list[RunRecord]] = defaultdict(list)
+    """One row per (profile, size, sweep value, variant) present in the records, in campaign
+    order; variants are compared with the baseline at the same point of the matrix."""
+    groups: dict[tuple[str, int, Optional[float], str], list[RunRecord]] = defaultdict(list)
     for rec in records:
-        groups[(rec["profile"], rec["size_bytes"], rec["variant"])].append(rec)
+        groups[(rec["profile"], rec["size_bytes"], sweep_value(rec), rec["variant"])].append(rec)
 
     baseline = campaign.get("baseline")
     rows: list[Row] = []
     for profile, size in ordered_cells(campaign, records):
-        variants = [v for v in ordered_variants(campaign, records) if (profile, size, v) in groups]
-        fct_groups = [[r["short"]["fct_s"] for r in groups[(profile, size, v)]] for v in variants]
-        anova = stats.anova_p(fct_groups)
-        base = groups.get((profile, size, baseline)) if baseline else None
-        for variant in variants:
-            runs = groups[(profile, size, variant)]
-            row = _describe(profile, size, variant, runs)
-            row["anova_fct_p"] = anova
-            if base and variant != baseline:
-                row.update(_compare(runs, base))
-            rows.append(row)
+        points = sorted({k[2] for k in groups if k[:2] == (profile, size)}, key=lambda x: (x is not None, x))
+        for point in points:
+            variants = [v for v in ordered_variants(campaign, records) if (profile, size, point, v) in groups]
+            fct_groups = [[r["short"]["fct_s"] for r in groups[(profile, size, point, v)]] for v in variants]
+            anova = stats.anova_p(fct_groups)
+            base = groups.get((profile, size, point, baseline)) if baseline else None
+            for variant in variants:
+                runs = groups[(profile, size, point, variant)]
+                row = _describe(profile, size, variant, runs)
+                row["anova_fct_p"] = anova
+                if base and variant != baseline:
+                    row.update(_compare(runs, base))
+                rows.append(row)
     return rows
+
+
+def sweep_value(rec: RunRecord) -> Optional[float]:
+    """The value of the run's swept workload parameter (None without a sweep)."""
+    return next(iter(rec["sweep"].values()), None) if rec.get("sweep") else None
 
 
 def ordered_cells(campaign: dict[str, Any], records: list[RunRecord]) -> list[tuple[str, int]]:
@@ -99,7 +113,40 @@ def _describe(profile: str, size: int, variant: str, runs: list[RunRecord]) -> R
         inflation_mean=stats.mean(inflation) if inflation else None,
         rtt_s=runs[0]["rtt_s"], rate_bps=runs[0]["rate_bps"],
     )
+    row.update(quickstart_figures(runs))
+    row.update(_link_figures(runs))
     return row
+
+
+def _link_figures(runs: list[RunRecord]) -> Row:
+    sweep = runs[0].get("sweep") or {}
+    use = [r["link_use"] for r in runs if r.get("link_use") and r["link_use"].get("utilisation") is not None]
+    return {
+        "sweep_param": next(iter(sweep), None), "sweep_value": next(iter(sweep.values()), None),
+        "utilisation_mean": stats.mean([u["utilisation"] for u in use]) if use else None,
+        "drop_rate_mean": stats.mean([u["drop_rate"] for u in use]) if use else None,
+    }
+
+
+def quickstart_figures(runs: list[RunRecord]) -> Row:
+    """The Allman/Floyd/Sarolahti paper's per-scenario Quick-Start figures over `runs`.
+
+    requested ratio = runs whose SYN-ACK carried a request ÷ runs with a Quick-Start block;
+    approval ratio = approved ÷ requested; failure ratio = approved runs that lost a
+    Quick-Start packet ÷ approved; bytes mean = data sent in the Quick-Start phase, mean
+    over the approved runs. A ratio without a denominator is None, as are all four when no
+    run carries the block (campaigns analysed before Quick-Start existed, other metrics).
+    """
+    blocks = [r["quickstart"] for r in runs if r.get("quickstart") is not None]
+    requested = [b for b in blocks if b.get("requested")]
+    approved = [b for b in requested if b.get("approved")]
+    return {
+        "qs_requested_ratio": len(requested) / len(blocks) if blocks else None,
+        "qs_approval_ratio": len(approved) / len(requested) if requested else None,
+        "qs_failure_ratio": (sum(1 for b in approved if b.get("qs_failure")) / len(approved)
+                             if approved else None),
+        "qs_bytes_mean": stats.mean([b.get("qs_bytes", 0) for b in approved]) if approved else None,
+    }
 
 
 def _compare(runs: list[RunRecord], base: list[RunRecord]) -> Row:

@@ -71,15 +71,16 @@ class Iperf3Server:
 
 
 def iperf3_reverse_client(node, server_ip: str, seconds: float, workdir: Path, instance,
-                          port: int = IPERF_PORT, omit_s: float = 0, interval_s: float = 0) -> NodeProcess:
-    """A bulk flow from the server to this node (iperf3 -R), running in the background.
+                          port: int = IPERF_PORT, omit_s: float = 0, interval_s: float = 0,
+                          streams: int = 1) -> NodeProcess:
+    """Bulk flows from the server to this node (iperf3 -R), running in the background.
 
     Its JSON report lands in workdir/iperf3-client.json; `interval_s` 0 means no interval
-    reports, `omit_s` leaves the first seconds out of them.
+    reports, `omit_s` leaves the first seconds out of them; `streams` parallel connections.
     """
-    return NodeProcess(node, ["iperf3", "-c", server_ip, "-p", str(port), "-R", "-t", f"{seconds:.0f}",
-                              "-O", f"{omit_s:.0f}", "-i", f"{interval_s:g}", "-J"],
-                       instance, "iperf3 client", log_path=workdir / "iperf3-client.json")
+    argv = ["iperf3", "-c", server_ip, "-p", str(port), "-R", "-t", f"{seconds:.0f}",
+            "-O", f"{omit_s:.0f}", "-i", f"{interval_s:g}", "-J", "-P", str(streams)]
+    return NodeProcess(node, argv, instance, "iperf3 client", log_path=workdir / "iperf3-client.json")
 
 
 def curl_fetch(node, url: str, workdir: Path, instance, timeout_s: float) -> dict:

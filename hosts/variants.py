@@ -52,6 +52,16 @@ class Variant:
                 part.impl.remove(node, role, part.params, contexts[node.name])
             raise
 
+    def counters(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext],
+                 role: str) -> dict[str, dict]:
+        """{node name: counters} of the parts installed in `role` that keep counters."""
+        part = self.parts.get(role)
+        if part is None:
+            return {}
+        found = {node.name: part.impl.counters(node, role, part.params, contexts[node.name])
+                 for node in nodes_by_role.get(role, [])}
+        return {name: c for name, c in found.items() if c is not None}
+
     def remove(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext]) -> None:
         errors = []
         for role, part in self.parts.items():

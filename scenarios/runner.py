@@ -53,6 +53,7 @@ def campaign_record(sc: Scenario) -> dict:
             "variants": list(sc.variants), "profiles": [p.name for p in sc.profiles], "sizes": sc.sizes,
             "reps": sc.reps, "seed": sc.seed, "workload": sc.workload,
             "workload_params": sc.workload_params.as_dict(), "overrides": sc.overrides,
+            "sweep": {"param": sc.sweep.param, "values": sc.sweep.values} if sc.sweep else None,
             "variant_definitions": {n: v.describe() for n, v in sc.variants.items()},
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
@@ -106,7 +107,7 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign_dir: Path, docroo
     drops_before = net.queue_drops()
     try:
         app = run_competing(net, sc.variants[run.variant], run.size_bytes, partial, docroot,
-                            sc.workload_params)
+                            sc.params_for(run))
     except BaseException:
         if partial.exists():
             shutil.rmtree(partial)
@@ -118,8 +119,11 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign_dir: Path, docroo
         "variant": run.variant, "rep": run.rep, "variant_definition": sc.variants[run.variant].describe(),
         "profile_params": net.profile.as_dict(), "link": net.applied(), "fidelity": fidelity,
         "queue_drops": {k: drops_after[k] - drops_before.get(k, 0) for k in drops_after},
-        "workload": sc.workload, "workload_params": sc.workload_params.as_dict(),
+        "workload": sc.workload, "workload_params": sc.params_for(run).as_dict(),
         "spec": app["spec"], "app": {"curl": app["curl"], "captures": app["captures"]},
+        "router_counters": app["router_counters"], "link_use": app["link_use"],
+        "load_shaper": app["load_shaper"],
+        "sweep": {run.sweep[0]: run.sweep[1]} if run.sweep else {},
         "timings": app["timings"], "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **provenance(),
     }
@@ -200,7 +204,7 @@ def report_figures(campaign_dir: Path) -> dict:
     per_variant: dict[str, list] = {}
     for row in rows:
         per_variant.setdefault(row["variant"], []).append(
-            {k: row.get(k) for k in ("profile", "size_bytes", "runs", "fct_mean_s", "fct_median_s",
+            {k: row.get(k) for k in ("profile", "size_bytes", "sweep_value", "runs", "fct_mean_s", "fct_median_s",
                                      "fct_ci_low_s", "fct_ci_high_s", "loss_mean_pkts", "retx_mean_pkts",
                                      "fairness_median", "fct_diff_s", "fct_significant")})
     return {"campaign": str(campaign_dir), "summary_csv": str(campaign_dir / "summary.csv"),

@@ -5,6 +5,7 @@ repetitions and seed. One run = variant × profile × size × repetition.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -55,10 +56,33 @@ class Run:
     size_bytes: int
     variant: str
     rep: int
+    sweep: tuple[str, float] | None = None     # (workload parameter, its value in this run)
 
     @property
     def run_id(self) -> str:
-        return f"{self.profile}_{format_size(self.size_bytes)}_{self.variant}_r{self.rep:02d}"
+        swept = f"_{self.sweep[0]}-{self.sweep[1]:g}" if self.sweep else ""
+        return f"{self.profile}_{format_size(self.size_bytes)}{swept}_{self.variant}_r{self.rep:02d}"
+
+
+# The workload's numeric parameters and their accepted ranges: checked in the workload
+# section and for every value of a sweep, so both report the same limits.
+WORKLOAD_NUMBERS: dict[str, tuple[float, float, bool]] = {     # name → (low, high, integer)
+    "fill_fraction": (0.5, 1.0, False),
+    "fill_window_rtts": (1, 1000, False),
+    "fill_min_s": (0, 600, False),
+    "fill_timeout_s": (1, 3600, False),
+    "tail_rtts": (0, 1000, False),
+    "long_load": (0.0, 1.0, False),
+    "long_streams": (1, 64, True),
+    "settle_s": (0, 600, False),
+}
+
+
+@dataclass
+class Sweep:
+    """One workload parameter varied over values: a dimension of the run matrix."""
+    param: str
+    values: list[float]
 
 
 @dataclass
@@ -77,6 +101,7 @@ class Scenario:
     seed: int
     text_hash: str
     overrides: dict = field(default_factory=dict)
+    sweep: Sweep | None = None
 
     @property
     def hash(self) -> str:
@@ -87,25 +112,47 @@ class Scenario:
     def runs(self) -> list[Run]:
         """All runs in a seeded random order, grouped by profile so a network is built once
         per profile (the order within a profile stays random)."""
-        runs = [Run(p.name, s, v, r) for p in self.profiles for s in self.sizes
+        points = [(self.sweep.param, x) for x in self.sweep.values] if self.sweep else [None]
+        runs = [Run(p.name, s, v, r, w) for p in self.profiles for s in self.sizes for w in points
                 for v in self.variants for r in range(1, self.reps + 1)]
         random.Random(self.seed).shuffle(runs)
         order = {p.name: i for i, p in enumerate(self.profiles)}
         return sorted(runs, key=lambda run: order[run.profile])
+
+    def params_for(self, run: Run) -> CompetingParams:
+        """The workload parameters of `run`: the scenario's, with the swept one set."""
+        if run.sweep is None:
+            return self.workload_params
+        return dataclasses.replace(self.workload_params, **{run.sweep[0]: run.sweep[1]})
 
 
 def _workload(path: Path, fields: Fields) -> tuple[str, CompetingParams]:
     kind = fields.text("kind", choices=list(WORKLOADS))
     defaults = CompetingParams()
     fields.unknown({"kind", *defaults.as_dict()})
-    params = CompetingParams(
-        fill_fraction=fields.number("fill_fraction", defaults.fill_fraction, low=0.5, high=1.0),
-        fill_window_rtts=fields.number("fill_window_rtts", defaults.fill_window_rtts, low=1, high=1000),
-        fill_min_s=fields.number("fill_min_s", defaults.fill_min_s, low=0, high=600),
-        fill_timeout_s=fields.number("fill_timeout_s", defaults.fill_timeout_s, low=1, high=3600),
-        tail_rtts=fields.number("tail_rtts", defaults.tail_rtts, low=0, high=1000),
-        long_flow=fields.flag("long_flow", defaults.long_flow))
+    numbers = {name: fields.number(name, getattr(defaults, name), low=low, high=high, integer=integer)
+               for name, (low, high, integer) in WORKLOAD_NUMBERS.items()}
+    params = CompetingParams(**numbers, long_flow=fields.flag("long_flow", defaults.long_flow))
     return kind, params
+
+
+def _sweep(fields: Fields) -> Sweep:
+    """`sweep: {param: NAME, values: [...]}`: NAME a numeric workload parameter, every value
+    within that parameter's range, no value twice."""
+    fields.unknown({"param", "values"})
+    param = fields.text("param", choices=list(WORKLOAD_NUMBERS))
+    low, high, integer = WORKLOAD_NUMBERS[param]
+    values = fields.list("values")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise fields.error("values", f"expected numbers, got {value!r}")
+        if not low <= value <= high:
+            raise fields.error("values", f"{value} is outside {param}'s range {low:g} … {high:g}")
+        if integer and value != int(value):
+            raise fields.error("values", f"{param} takes whole numbers, got {value}")
+    if len(set(values)) != len(values):
+        raise fields.error("values", "a value appears twice")
+    return Sweep(param, [int(v) if integer else float(v) for v in values])
 
 
 def load_scenario(path: Path | str) -> Scenario:
@@ -120,7 +167,7 @@ def load_scenario(path: Path | str) -> Scenario:
     data = yamlfile.load(path)
     top = Fields(path, data, "")
     top.unknown({"format", "name", "description", "paper", "profiles", "sizes", "workload",
-                 "variants", "baseline", "repetitions", "seed"})
+                 "variants", "baseline", "repetitions", "seed", "sweep"})
     known_profiles = load_profiles()
     profiles = []
     for name in top.list("profiles"):
@@ -157,7 +204,8 @@ def load_scenario(path: Path | str) -> Scenario:
         workload_params=params, variants=variants, baseline=baseline,
         reps=int(top.number("repetitions", 1, low=1, high=10000, integer=True)),
         seed=int(top.number("seed", 1, low=0, high=2 ** 32, integer=True)),
-        text_hash=hashlib.sha256(path.read_bytes()).hexdigest())
+        text_hash=hashlib.sha256(path.read_bytes()).hexdigest(),
+        sweep=_sweep(top.sub("sweep")) if top.has("sweep") else None)
 
 
 def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, variants: str | None,

@@ -212,3 +212,25 @@ def test_missing_long_flow_is_an_error(tmp_path: Path) -> None:
     run.caps.write(tmp_path)
     with pytest.raises(UserError, match="5201"):
         run_metrics(tmp_path, spec(10_000, long=True))
+
+
+def test_time_sequence_is_the_senders_data_decimated_with_every_retransmission(tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    import analysis.metrics as metrics_module
+    monkeypatch.setattr(metrics_module, "MAX_SEQ_POINTS", 20)
+    run = Run()
+    size = 70_000                                      # 49 segments, then 3 resent
+    add_short_flow(run, 0.5, size, drops={10, 30}, spurious={31}, server_isn=2**32 - 20 * MSS)
+    run.caps.write(tmp_path)
+    ts = run_metrics(tmp_path, spec(size, long=False))["time_sequence"]
+    nseg = math.ceil(size / MSS)
+    assert ts["stride"] == math.ceil((nseg + 3) / 20) == 3
+    first = 0.5 + 0.0335 - run.syn_ts                  # the first data segment, relative to the SYN
+    # every third segment of the first transmissions (sequence wraps at 20 segments in) …
+    for k, i in enumerate(range(0, nseg, 3)):
+        assert ts["t"][k] == pytest.approx(first + i * 0.0004, abs=2e-6)
+        assert ts["seq"][k] == min((i + 1) * MSS, size) and ts["retx"][k] == 0
+    # … then all three retransmissions, the last segment sent kept as well
+    assert ts["retx"][-3:] == [1, 1, 1]
+    assert ts["seq"][-3:] == [11 * MSS, 31 * MSS, 32 * MSS]
+    assert len(ts["t"]) == len(range(0, nseg, 3)) + 3

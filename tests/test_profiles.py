@@ -107,3 +107,12 @@ def test_yaml_syntax_error_has_a_line(tmp_path):
     path.write_text("profiles:\n  x: [1, 2\n")
     with pytest.raises(UserError, match=r"p.yaml:\d+: YAML syntax"):
         load_profiles(path)
+
+
+def test_tbf_counters_read_sent_bytes_packets_and_drops():
+    from topologies.bottleneck import tbf_counters
+    out = ("qdisc tbf 1: root refcnt 2 rate 10Mbit burst 15140b lat 100ms \n"
+           " Sent 13406791 bytes 8883 pkt (dropped 937, overlimits 120 requeues 0) \n"
+           " backlog 0b 0p requeues 0\n")
+    assert tbf_counters(out) == {"sent_bytes": 13406791, "sent_pkts": 8883, "dropped": 937}
+    assert tbf_counters("") == {"sent_bytes": 0, "sent_pkts": 0, "dropped": 0}

@@ -25,7 +25,7 @@ from topologies.network import Network
 from topologies.path import CLIENT_NET, GATEWAY_HOST, SERVER_NET
 from topologies.profiles import LinkProfile
 import wire
-from wire import ACK, KERNEL_UNPACED, MSS, SYN, Packet, read_pcap, test_profile
+from wire import ACK, MSS, SYN, Packet, paced_flight, pacing_span_ok, read_pcap, test_profile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
@@ -43,6 +43,8 @@ class Handshake:
     synack: Packet
     ack: Packet
     flight: list[Packet]          # server data sent before the first ACK of data returned
+    data: list[Packet]            # all server data, in time order
+    first_ack_ts: float           # when the first ACK of data came back
 
 
 def handshake(packets: list[Packet], client_ip: str, server_ip: str) -> Handshake:
@@ -52,8 +54,8 @@ def handshake(packets: list[Packet], client_ip: str, server_ip: str) -> Handshak
     data_acked = next((p for p in conn if p.src == client_ip and p.ts > synack.ts and p.flags & ACK
                        and (p.ack - synack.seq) % 2 ** 32 > 1), None)
     end = data_acked.ts if data_acked else float("inf")
-    flight = [p for p in conn if p.src == server_ip and p.payload > 0 and p.ts < end]
-    return Handshake(synack, ack, flight)
+    data = [p for p in conn if p.src == server_ip and p.payload > 0]
+    return Handshake(synack, ack, [p for p in data if p.ts < end], data, end)
 
 
 def fetch(tmp_path: Path, prof: LinkProfile, *, server: dict, qs_routers: tuple[int, ...] = (1, 2),
@@ -142,11 +144,12 @@ def test_approved_request_is_echoed_and_the_first_flight_follows_equation_1(tmp_
     # Equation 1 over the server's handshake RTT sample, and the flight on the wire
     expected = qs.qs_window_segments(qs.code_to_bps(echo.rate_code), c["server"]["last_rtt_us"] / 1e6, MSS, 52)
     assert abs(c["server"]["last_cwnd"] - expected) <= 1
-    flight = run["server_side"].flight
+    server_side, rtt = run["server_side"], c["server"]["last_rtt_us"] / 1e6
+    flight = paced_flight(server_side.data, server_side.first_ack_ts, round(expected), rtt)
     assert abs(len(flight) - expected) <= 3, (len(flight), expected)
-    span = flight[-1].ts - flight[min(KERNEL_UNPACED, len(flight) - 1)].ts
-    ideal = c["server"]["last_rtt_us"] / 1e6 * (len(flight) - KERNEL_UNPACED) / len(flight)
-    assert 0.8 * ideal <= span <= 1.2 * ideal + 0.002, (span, ideal)
+    assert len(server_side.flight) <= expected + 3, (len(server_side.flight), expected)
+    ok, span, ideal = pacing_span_ok(flight, rtt, rtt)
+    assert ok, (span, ideal)
 
 
 def test_router_short_of_capacity_reduces_the_rate_and_rerandomises_the_nonce(tmp_path):
@@ -165,8 +168,12 @@ def test_router_short_of_capacity_reduces_the_rate_and_rerandomises_the_nonce(tm
     assert echo is not None and echo.rate_code == 6
     server = run["counters"]["server"]
     assert server["approved"] == 1 and server["last_rate_code"] == 6, server
-    expected = qs.qs_window_segments(qs.code_to_bps(6), server["last_rtt_us"] / 1e6, MSS, 52)
-    assert abs(len(run["server_side"].flight) - expected) <= 3, (len(run["server_side"].flight), expected)
+    rtt = server["last_rtt_us"] / 1e6
+    expected = qs.qs_window_segments(qs.code_to_bps(6), rtt, MSS, 52)
+    server_side = run["server_side"]
+    flight = paced_flight(server_side.data, server_side.first_ack_ts, round(expected), rtt)
+    assert abs(len(flight) - expected) <= 3, (len(flight), expected)
+    assert len(server_side.flight) <= expected + 3, (len(server_side.flight), expected)
 
 
 def test_path_with_a_router_without_quick_start_falls_back_to_slow_start(tmp_path):
@@ -190,3 +197,34 @@ def test_loaded_link_makes_the_router_reject(tmp_path):
     assert echo is not None and echo.rate_code == 0
     assert run["counters"]["server"]["rejected"] == 1 and run["counters"]["server"]["approved"] == 0
     assert len(run["server_side"].flight) == 3
+
+
+def test_workload_records_the_router_counters_and_the_offered_loads_link_use(tmp_path):
+    """The competing workload with an offered load (two bulk flows shaped to 30 % of 20
+    Mbit/s) and a Quick-Start fetch: both routers' counters reach meta.json, the shaper
+    leaves nothing behind, and the queue's counters give utilisation and drop rate."""
+    from analysis.metrics import run_metrics
+    from hosts.variants import get_variant
+    from hosts.workloads.competing import CompetingParams, run_competing
+
+    prof = profile(20, 60)
+    workdir, docroot = tmp_path / "run", tmp_path / "www"
+    workdir.mkdir()
+    with Network(prof, tmp_path / "net") as net:
+        app = run_competing(net, get_variant("qs-reno"), 100_000, workdir, docroot,
+                            CompetingParams(long_load=0.3, long_streams=2, settle_s=2))
+        sv2 = net.host(net.names.server(2))
+        assert "tbf" not in sv2.cmd(f"tc qdisc show dev {app['load_shaper']['intf']}")
+        routers = [net.host(r).name for r in net.names.routers_list()]
+    # 0.9 × 20 Mbit/s − 6 Mbit/s of load leaves 12: the request of 10.24 Mbit/s is approved
+    assert sorted(app["router_counters"]) == sorted(routers)
+    for c in app["router_counters"].values():
+        assert (c["requests"], c["approved"], c["reduced"], c["rejected"]) == (1, 1, 0, 0), c
+        assert c["granted_bps"] == qs.code_to_bps(8)
+    assert app["load_shaper"]["rate_bps"] == 0.3 * prof.rate_bps("down")
+    use = app["link_use"]
+    assert use["dropped_pkts"] == 0 and use["drop_rate"] == 0.0, use
+    assert use["utilisation"] == pytest.approx(use["sent_bytes"] * 8 / use["seconds"] / prof.rate_bps("down"))
+    assert 0.2 <= use["utilisation"] <= 1.0, use          # the load alone is 0.3 of the link
+    block = run_metrics(workdir, app["spec"])["quickstart"]
+    assert block["approved"] and block["approved_bps"] == qs.code_to_bps(8) and not block["qs_failure"]

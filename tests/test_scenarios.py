@@ -120,3 +120,44 @@ def test_missing_scenario_file_lists_shipped_ones(tmp_path):
     with pytest.raises(UserError) as exc:
         load_scenario(tmp_path / "nope.yaml")
     assert "smoke" in str(exc.value) and "blitzstart-table1" in str(exc.value)
+
+
+SWEPT = GOOD.replace("repetitions: 2", """repetitions: 2
+sweep:
+  param: long_load
+  values: [0.2, 0.5, 0.9]""").replace("  kind: competing", "  kind: competing\n  long_streams: 4")
+
+
+def test_sweep_is_a_dimension_of_the_run_matrix(tmp_path):
+    sc = load_scenario(write(tmp_path, SWEPT))
+    assert sc.sweep.param == "long_load" and sc.sweep.values == [0.2, 0.5, 0.9]
+    runs = sc.runs()
+    assert len(runs) == 3 * 2 * 2                      # sweep values × variants × repetitions
+    assert len({r.run_id for r in runs}) == len(runs)
+    run = next(r for r in runs if r.sweep == ("long_load", 0.5) and r.variant == "cubic-iw64" and r.rep == 2)
+    assert run.run_id == "dsl-fast_70KB_long_load-0.5_cubic-iw64_r02"
+    params = sc.params_for(run)
+    assert params.long_load == 0.5 and params.long_streams == 4 and sc.workload_params.long_load == 0
+    unswept = load_scenario(write(tmp_path, GOOD))
+    assert unswept.sweep is None and all(r.sweep is None for r in unswept.runs())
+    assert unswept.runs()[0].run_id.count("_") == 3   # run ids without a sweep are unchanged
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ("param: long_load", "param: long_lode", "14: sweep.param: 'long_lode' is not one of: fill_fraction"),
+    ("param: long_load", "param: long_flow", "14: sweep.param: 'long_flow' is not one of"),
+    ("values: [0.2, 0.5, 0.9]", "values: [0.2, 1.5]", "15: sweep.values: 1.5 is outside long_load's range 0 … 1"),
+    ("values: [0.2, 0.5, 0.9]", "values: [0.2, high]", "15: sweep.values: expected numbers, got 'high'"),
+    ("values: [0.2, 0.5, 0.9]", "values: [0.2, 0.2]", "15: sweep.values: a value appears twice"),
+    ("values: [0.2, 0.5, 0.9]", "values: []", "15: sweep.values: expected a non-empty list"),
+    ("param: long_load\n  values: [0.2, 0.5, 0.9]", "param: long_streams\n  values: [2, 2.5]",
+     "15: sweep.values: long_streams takes whole numbers, got 2.5"),
+    ("  values: [0.2, 0.5, 0.9]", "  values: [0.2]\n  step: 1", "16: sweep.step: unknown field"),
+    ("long_streams: 4", "long_streams: 0", "7: workload.long_streams: 0 is below the minimum 1"),
+])
+def test_bad_sweep_names_file_line_field_and_expectation(tmp_path, old, new, where):
+    assert old in SWEPT
+    path = write(tmp_path, SWEPT.replace(old, new))
+    with pytest.raises(UserError) as exc:
+        load_scenario(path)
+    assert f"{path}:{where}" in str(exc.value), str(exc.value)

@@ -34,6 +34,17 @@ def tbf_for(profile: LinkProfile, node: str, intf: str, direction: str) -> TbfSe
                        buffer_packets=profile.buffer_packets(direction))
 
 
+def tbf_counters(show_output: str) -> dict[str, int]:
+    """Bytes and packets the queue sent and packets it dropped, from `tc -s qdisc show dev X`
+    output ("Sent 1234 bytes 56 pkt (dropped 7, overlimits 8 requeues 0)")."""
+    for token_line in show_output.splitlines():
+        words = token_line.replace(",", " ").replace("(", " ").split()
+        if words[:1] == ["Sent"] and "dropped" in words:
+            return {"sent_bytes": int(words[1]), "sent_pkts": int(words[3]),
+                    "dropped": int(words[words.index("dropped") + 1])}
+    return {"sent_bytes": 0, "sent_pkts": 0, "dropped": 0}
+
+
 def tbf_drops(show_output: str) -> int:
     """Packets dropped by the queue, from `tc -s qdisc show dev X` output."""
     for token_line in show_output.splitlines():

@@ -247,6 +247,11 @@ class Network:
             self.delays.append((n.core(k), element))
         self.timings["delay_started"] = time.monotonic()
 
+    def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
+        """Sent bytes/packets and drops of each tbf of `direction` ('down' or 'up') so far."""
+        return {t.intf: bottleneck.tbf_counters(self.host(t.node).cmd(f"tc -s qdisc show dev {t.intf}"))
+                for t in self.tbfs if t.direction == direction}
+
     def queue_drops(self) -> dict[str, int]:
         """Drops counted by each tbf so far (interface → packets)."""
         out = {}

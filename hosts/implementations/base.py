@@ -76,3 +76,8 @@ class Implementation(ABC):
     @abstractmethod
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         """Take everything `install` put into `node` away again."""
+
+    def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
+        """What this scheme's part in `node` counted so far (None: it keeps no counters).
+        Read before `remove`, which takes the counters away with the rest."""
+        return None

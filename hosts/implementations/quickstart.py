@@ -112,6 +112,11 @@ class QuickStart(Implementation):
             loader.qs_set_host(inst, ip, 0)
             loader.tc_attach(node, intf, "ingress", loader.qs_host_program(inst, "client"))
 
+    def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
+        """A router's Target-algorithm counters (requests, approved, reduced, rejected,
+        granted_bps, last_util_bps); the end hosts' counters live in shared maps keyed by IP."""
+        return router_counters(ctx, node) if role == "router" else None
+
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         inst = ctx.instance
         if role == "router":
