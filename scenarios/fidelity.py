@@ -60,8 +60,18 @@ def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path)
 
 def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 200,
             workdir: Path | None = None) -> dict:
-    """Run the fidelity check; returns the figures DESIGN.md names (and a few more)."""
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="startlab-fidelity-"))
+    """Run the fidelity check; returns the figures DESIGN.md names (and a few more).
+
+    Application logs and the delay element's counters go to `workdir`; without one they
+    go to a temporary directory that is removed afterwards (the figures are returned).
+    """
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
+            return _measure(profile, delay_backend, pings, Path(tmp))
+    return _measure(profile, delay_backend, pings, Path(workdir))
+
+
+def _measure(profile: LinkProfile, delay_backend: str, pings: int, workdir: Path) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     rtt_cfg_ms = profile.rtt_ms
     # Long enough to leave slow start far behind on the slowest, longest paths.
