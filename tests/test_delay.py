@@ -110,7 +110,7 @@ def _leftovers(prefix: str) -> list[str]:
 
 
 @pytest.fixture
-def line():
+def line(tmp_path):
     """h1 — core — h2 with the delay line at 20 ms each way; checks teardown afterwards."""
     if delay.delayline_binary() is None:
         pytest.fail("delay line not built: cargo build --release -p startlab-delayline")
@@ -118,7 +118,7 @@ def line():
     with line_net(offload=True) as ln:
         element = delay.DelayLine()
         element.start(ln.core, ln.core_a, ln.core_b, ONE_WAY_S, ONE_WAY_S, 1e9, 1e9,
-                      Path(f"/tmp/{ln.instance.prefix}-delaytest"), ln.instance)
+                      tmp_path / "delayline", ln.instance)
         prefix = ln.instance.prefix
         yield ln, element
         if element.proc is not None and element.proc.poll() is None:
@@ -192,7 +192,7 @@ def test_tcp_with_offloads_passes_without_retransmission_storm(line):
 
 @root
 @needs_root
-def test_refuses_different_mtus_with_a_clear_error():
+def test_refuses_different_mtus_with_a_clear_error(tmp_path):
     from hosts.delayline.line_net import line_net
     from topologies.shell import check_cmd
     with line_net() as ln:
@@ -200,6 +200,6 @@ def test_refuses_different_mtus_with_a_clear_error():
         element = delay.DelayLine()
         with pytest.raises(RuntimeError, match="MTUs differ"):
             element.start(ln.core, ln.core_a, ln.core_b, ONE_WAY_S, ONE_WAY_S, 1e8, 1e8,
-                          Path(f"/tmp/{ln.instance.prefix}-delaytest"), ln.instance)
+                          tmp_path / "delayline", ln.instance)
         prefix = ln.instance.prefix
     assert _leftovers(prefix) == []

@@ -1,8 +1,10 @@
 """Root integration tests: real Mininet networks with tbf bottlenecks and the core delay."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -96,6 +98,7 @@ def test_sigterm_tears_everything_down(tmp_path):
 
 
 def test_clean_removes_what_a_killed_run_left(tmp_path):
+    workdirs_before = set(Path(tempfile.gettempdir()).glob("startlab-fidelity-*"))
     proc = _start_detached(["fidelity", "js-dumbbell"], tmp_path)
     _wait_for_network()
     proc.kill()                                   # no chance to tear down
@@ -106,6 +109,9 @@ def test_clean_removes_what_a_killed_run_left(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "removed" in out.stdout
     assert_nothing_left()
+    # The killed process could not remove its temporary work directory: the test does.
+    for stale in set(Path(tempfile.gettempdir()).glob("startlab-fidelity-*")) - workdirs_before:
+        shutil.rmtree(stale)
 
 
 def test_clean_leaves_foreign_objects_alone(tmp_path):
