@@ -204,26 +204,19 @@ class Network:
 
     def _configure_neighbours(self) -> None:
         """Static ARP entries: no ARP exchange delays the first packet of a run."""
-        table: dict[str, tuple[str, str]] = {}        # ip -> (node name, mac)
-        for node in self.net.hosts:
-            for intf in node.intfList():
-                if intf.name == "lo":
-                    continue
-                ip = check_cmd(node, f"ip -4 -o addr show dev {intf.name}").split()
-                if "inet" in ip:
-                    addr = ip[ip.index("inet") + 1].split("/")[0]
-                    table[addr] = (node.name, intf.MAC())
+        addresses = []                                # (node, intf, ip, mac), read once
         for node in self.net.hosts:
             for intf in node.intfList():
                 if intf.name == "lo":
                     continue
                 words = check_cmd(node, f"ip -4 -o addr show dev {intf.name}").split()
-                if "inet" not in words:
-                    continue
-                net_prefix = words[words.index("inet") + 1].split("/")[0].rsplit(".", 1)[0]
-                for addr, (owner, mac) in table.items():
-                    if owner != node.name and addr.rsplit(".", 1)[0] == net_prefix:
-                        check_cmd(node, f"ip neigh replace {addr} lladdr {mac} dev {intf.name} nud permanent")
+                if "inet" in words:
+                    addresses.append((node, intf.name, words[words.index("inet") + 1].split("/")[0], intf.MAC()))
+        for node, intf, ip, _ in addresses:
+            subnet = ip.rsplit(".", 1)[0]
+            for peer, _, peer_ip, peer_mac in addresses:
+                if peer is not node and peer_ip.rsplit(".", 1)[0] == subnet:
+                    check_cmd(node, f"ip neigh replace {peer_ip} lladdr {peer_mac} dev {intf} nud permanent")
 
     def _configure_bottlenecks(self) -> None:
         n = self.names
