@@ -125,3 +125,41 @@ def flow_rolling_mbps(pk: Packets, conn: int | None, direction: int, window_s: f
         return np.zeros(len(at))
     m = flow_mask(pk, conn, direction)
     return rolling_mbps(pk["ts"][m], pk["newbytes"][m], window_s, at)
+
+
+def subset(pk: Packets, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The packets of `pk` selected by `mask`, as something the functions here accept."""
+    return {name: pk[name][mask] for name in ("conn", "dir", "payload", "seq", "ipid")}
+
+
+ACK_FLAG = 0x10
+
+
+def segments_of(payload: np.ndarray, mss: int) -> int:
+    """Segments of MSS that carry these payloads: a GSO super-frame counts as the segments it
+    will be cut into, a short segment as one."""
+    return int(np.ceil(payload.astype(np.int64) / max(1, mss)).sum())
+
+
+def first_flight(pk: Packets, conn: int, direction: int, mss: int) -> dict[str, int]:
+    """The data a sender sent before the first ACK of its data came back.
+
+    Read at a capture point next to the sender: an ACK seen there reaches the sender a few
+    microseconds later, so every data packet seen before it left before the sender could
+    react. `segments` is the first flight in MSS-sized segments (the initial window where
+    the flow had that much to send), `total_segments` the whole flow's new data, so a check
+    can expect min(initial window, total_segments).
+    """
+    ts = pk["ts"]
+    data = flow_mask(pk, conn, direction) & (pk["payload"] > 0) & (pk["retx"] == 0)
+    if not data.any():
+        return {"segments": 0, "bytes": 0, "total_segments": 0}
+    first_seq = int(pk["seq"][data][0])
+    back = (pk["conn"] == conn) & (pk["dir"] != direction) & ((pk["flags"] & ACK_FLAG) != 0)
+    advance = (pk["ack"].astype(np.int64) - first_seq) % (1 << 32)
+    acks = back & (advance > 0) & (advance < (1 << 31))
+    t_ack = float(ts[acks][0]) if acks.any() else float("inf")
+    flight = data & (ts < t_ack)
+    return {"segments": segments_of(pk["payload"][flight], mss),
+            "bytes": int(pk["payload"][flight].sum(dtype=np.int64)),
+            "total_segments": segments_of(pk["payload"][data], mss)}

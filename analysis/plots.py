@@ -1,4 +1,6 @@
-"""Campaign figures as PNG files, after the Blitzstart paper's Figs. 2-4.
+"""Figure builders for campaign reports, after the Blitzstart paper's Figs. 2-4 and the
+Quick-Start papers' figures. Which figures a campaign gets is the workload analysis's
+choice (analysis/workloads/); these functions draw them:
 
 - per profile: CDFs of FCT, fairness ratio and lost packets per variant, one row per
   transfer size (Figs. 2 and 4);
@@ -23,7 +25,6 @@ object API with the Agg canvas, so no display or pyplot global state is involved
 from __future__ import annotations
 
 import io
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -33,10 +34,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from analysis import stats
-from analysis.quickstart import qs_window_segments
-from analysis.records import RunRecord, size_label
-from analysis.summary import Row, ordered_cells, ordered_variants, summary_rows, write_atomically
 from analysis.transfer_model import relative_improvement
+from config.sizes import size_label
+from results.campaign import RunRecord
+from results.store import write_atomically
+from wire.quickstart import qs_window_segments
+from wire.tcpip import TCPIP_HEADERS
+
+Row = dict[str, Any]
 
 LONG_FLOW_COLOUR = "#555555"
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -44,82 +49,24 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
 DPI = 110
 
 
-@dataclass(frozen=True)
-class Plot:
-    """A written figure and what it shows; size is None for per-profile figures."""
-
-    kind: str  # "cdf", "throughput", "fct_box", "speedup", "time_sequence" or "load"
-    profile: str
-    size_bytes: Optional[int]
-    path: Path
-
-
 def variant_colours(variants: list[str]) -> dict[str, str]:
     """Colour per variant in the given order (baseline first keeps it blue everywhere)."""
     return {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variants)}
 
 
-def write_plots(campaign_dir: Path | str, campaign: dict[str, Any],
-                records: list[RunRecord]) -> list[Plot]:
-    """Draw every figure of the campaign into <campaign_dir>/plots/ and list them."""
-    out = Path(campaign_dir) / "plots"
-    variants = ordered_variants(campaign, records)
-    colours = variant_colours(variants)
-    baseline = campaign.get("baseline")
-    by_cell: dict[tuple[str, int], list[RunRecord]] = defaultdict(list)
-    for rec in records:
-        by_cell[(rec["profile"], rec["size_bytes"])].append(rec)
-    cells = ordered_cells(campaign, records)
-    profiles = list(dict.fromkeys(p for p, _ in cells))
-
-    plots: list[Plot] = []
-    if any(r.get("sweep") for r in records):
-        rows = summary_rows(campaign, records)
-        for profile, size in cells:
-            path = out / f"load_{_file_stem(profile)}_{size_label(size)}.png"
-            mine = [r for r in rows if (r["profile"], r["size_bytes"]) == (profile, size)]
-            _save(load_figure(profile, size, mine, variants, colours), path)
-            plots.append(Plot("load", profile, size, path))
-        return plots
-    for profile in profiles:
-        sizes = [s for p, s in cells if p == profile]
-        rows = [(s, by_cell[(profile, s)]) for s in sizes]
-        stem = _file_stem(profile)
-        for kind, fig in (("cdf", cdf_figure(profile, rows, variants, colours, baseline)),
-                          ("fct_box", fct_box_figure(profile, rows, variants, colours))):
-            path = out / f"{kind}_{stem}.png"
-            _save(fig, path)
-            plots.append(Plot(kind, profile, None, path))
-        for size, runs in rows:
-            path = out / f"throughput_{stem}_{size_label(size)}.png"
-            _save(throughput_figure(profile, size, runs, variants, colours), path)
-            plots.append(Plot("throughput", profile, size, path))
-        if any(r["quickstart"] and r["quickstart"].get("requested") for _, runs in rows for r in runs):
-            plots += _quickstart_plots(out, profile, rows, variants, colours, baseline)
-    return plots
-
-
-def _quickstart_plots(out: Path, profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
-                      colours: dict[str, str], baseline: Optional[str]) -> list[Plot]:
-    stem = _file_stem(profile)
-    plots = []
-    if baseline:
-        path = out / f"speedup_{stem}.png"
-        _save(speedup_figure(profile, rows, variants, colours, baseline), path)
-        plots.append(Plot("speedup", profile, None, path))
-    for size, runs in rows:
-        path = out / f"time_sequence_{stem}_{size_label(size)}.png"
-        _save(time_sequence_figure(profile, size, runs, variants, colours), path)
-        plots.append(Plot("time_sequence", profile, size, path))
-    return plots
+def server_iw(rec: RunRecord) -> Optional[int]:
+    """The initial window the variant configured on its server (None: the end-host default)."""
+    server = ((rec.meta.get("variant_definition") or {}).get("roles") or {}).get("server") or {}
+    iw = server.get("iw")
+    return int(iw) if iw else None
 
 
 def speedups(rows: list[tuple[int, list[RunRecord]]], variant: str, baseline: str) -> list[tuple[int, float]]:
     """(size, mean FCT of the baseline ÷ mean FCT of `variant`) where both ran."""
     out = []
     for size, runs in rows:
-        base = [r["short"]["fct_s"] for r in runs if r["variant"] == baseline]
-        mine = [r["short"]["fct_s"] for r in runs if r["variant"] == variant]
+        base = [r.metrics["short"]["fct_s"] for r in runs if r.variant == baseline]
+        mine = [r.metrics["short"]["fct_s"] for r in runs if r.variant == variant]
         if base and mine:
             out.append((size, stats.mean(base) / stats.mean(mine)))
     return out
@@ -130,14 +77,14 @@ def model_windows(runs: list[RunRecord], variant: str, baseline: str) -> Optiona
     the Quick-Start window of the median approved rate (Equation 1) and the baseline's
     initial window (the kernel's 10 when the variant left it alone). None when no run of
     `variant` was approved."""
-    approved = [r for r in runs if r["variant"] == variant and r["quickstart"] and r["quickstart"].get("approved")]
-    base = [r for r in runs if r["variant"] == baseline]
+    approved = [r for r in runs if r.variant == variant and (r.metrics.get("quickstart") or {}).get("approved")]
+    base = [r for r in runs if r.variant == baseline]
     if not approved or not base:
         return None
     rec = approved[0]
-    rate = stats.median([r["quickstart"]["approved_bps"] for r in approved])
-    mss = rec["mtu"] - 52                # IPv4 + TCP with timestamps
-    return qs_window_segments(rate, rec["rtt_s"], mss, 52), float(base[0]["server_iw"] or 10)
+    rate = stats.median([r.metrics["quickstart"]["approved_bps"] for r in approved])
+    mss = rec.mtu - TCPIP_HEADERS
+    return qs_window_segments(rate, rec.rtt_s, mss, TCPIP_HEADERS), float(server_iw(base[0]) or 10)
 
 
 def speedup_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
@@ -146,7 +93,7 @@ def speedup_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], varian
     when every flow ran alone: the relative improvement 1 − T_variant ÷ T_baseline of the
     approved Quick-Start variants, with Equation 2's model dashed in the same colour."""
     runs_all = [r for _, runs in rows for r in runs]
-    alone = all(r["long"] is None for r in runs_all)
+    alone = all(r.metrics.get("long") is None for r in runs_all)
     fig = Figure(figsize=(12 if alone else 6.5, 4.3), layout="constrained")
     axes = fig.subplots(1, 2 if alone else 1, squeeze=False)[0]
     ax = axes[0]
@@ -183,7 +130,7 @@ def _improvement_axes(ax: Axes, profile: str, rows: list[tuple[int, list[RunReco
         points = speedups(rows, variant, baseline)
         ax.plot([p[0] for p in points], [1 - 1 / p[1] for p in points], marker="o", color=colours[variant],
                 label=f"{variant} measured")
-        model = [relative_improvement(int(x), rec["mtu"] - 52, rec["mtu"], rec["rate_bps"], rec["rtt_s"],
+        model = [relative_improvement(int(x), rec.mtu - TCPIP_HEADERS, rec.mtu, rec.rate_bps, rec.rtt_s,
                                       *windows) for x in grid]
         ax.plot(grid, model, ls="--", color=colours[variant],
                 label=f"Equation 2 (W {windows[0]:.0f} vs {windows[1]:.0f} pkts)")
@@ -206,15 +153,15 @@ def time_sequence_figure(profile: str, size: int, runs: list[RunRecord], variant
     ax = fig.subplots()
     drawn = False
     for variant in variants:
-        mine = [r for r in runs if r["variant"] == variant]
+        mine = [r for r in runs if r.variant == variant]
         if not mine:
             continue
         run = median_fct_run(mine)
-        series = run["time_sequence"]
+        series = run.metrics.get("time_sequence")
         if not series or not series["t"]:
             continue
         t, seq = np.asarray(series["t"]), np.asarray(series["seq"]) / 1000
-        ax.plot(t, seq, ".", ms=2.5, color=colours[variant], label=f"{variant} (run {run['run_id']})")
+        ax.plot(t, seq, ".", ms=2.5, color=colours[variant], label=f"{variant} (run {run.run_id})")
         retx = np.asarray(series["retx"], dtype=bool)
         if retx.any():
             ax.plot(t[retx], seq[retx], "x", ms=5, color=colours[variant])
@@ -235,15 +182,15 @@ def cdf_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], variants: 
     fig = Figure(figsize=(13, 3.3 * len(rows)), layout="constrained")
     axes = fig.subplots(len(rows), 3, squeeze=False)
     columns = [
-        ("flow completion time (s)", lambda r: r["short"]["fct_s"]),
-        ("fairness ratio (short ÷ long bytes)", lambda r: r["fairness_ratio"]),
-        ("lost packets of the short flow", lambda r: r["short"]["lost_pkts"]),
+        ("flow completion time (s)", lambda r: r.metrics["short"]["fct_s"]),
+        ("fairness ratio (short ÷ long bytes)", lambda r: r.metrics.get("fairness_ratio")),
+        ("lost packets of the short flow", lambda r: r.metrics["short"]["lost_pkts"]),
     ]
     for (size, runs), ax_row in zip(rows, axes):
         for (label, value), ax in zip(columns, ax_row):
             drawn = False
             for variant in variants:
-                xs = [value(r) for r in runs if r["variant"] == variant and value(r) is not None]
+                xs = [value(r) for r in runs if r.variant == variant and value(r) is not None]
                 if xs:
                     name = f"{variant} (baseline)" if variant == baseline else variant
                     _cdf(ax, xs, name, colours[variant], dashed=variant == baseline)
@@ -264,12 +211,12 @@ def cdf_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], variants: 
 def throughput_figure(profile: str, size: int, runs: list[RunRecord], variants: list[str],
                       colours: dict[str, str]) -> Figure:
     """Both flows' rolling-average throughput in each variant's median-FCT run."""
-    present = [v for v in variants if any(r["variant"] == v for r in runs)]
+    present = [v for v in variants if any(r.variant == v for r in runs)]
     fig = Figure(figsize=(10, 2.6 * len(present)), layout="constrained")
     axes = fig.subplots(len(present), 1, squeeze=False, sharex=True)[:, 0]
     for variant, ax in zip(present, axes):
-        run = median_fct_run([r for r in runs if r["variant"] == variant])
-        tp, fct = run["throughput"], run["short"]["fct_s"]
+        run = median_fct_run([r for r in runs if r.variant == variant])
+        tp, fct = run.metrics["throughput"], run.metrics["short"]["fct_s"]
         if tp["t"]:
             ax.plot(tp["t"], tp["short_mbps"], color=colours[variant], lw=1.4,
                     label=f"short flow ({variant})")
@@ -277,9 +224,9 @@ def throughput_figure(profile: str, size: int, runs: list[RunRecord], variants: 
                 ax.plot(tp["t"], tp["long_mbps"], color=LONG_FLOW_COLOUR, lw=1.2, label="long flow")
         else:
             _no_data(ax, "no throughput series")
-        ax.axhline(run["rate_bps"] / 1e6, color="#999999", lw=0.8, ls=":", label="bottleneck rate")
+        ax.axhline(run.rate_bps / 1e6, color="#999999", lw=0.8, ls=":", label="bottleneck rate")
         ax.axvline(fct, color=colours[variant], lw=0.8, ls="--", label=f"FCT {fct:.3g} s")
-        ax.set_title(f"{profile}, {size_label(size)}: {variant}, run {run['run_id']} (median FCT)",
+        ax.set_title(f"{profile}, {size_label(size)}: {variant}, run {run.run_id} (median FCT)",
                      fontsize=10)
         ax.set_ylabel("throughput (Mbit/s)")
         ax.set_ylim(bottom=0)
@@ -290,14 +237,14 @@ def throughput_figure(profile: str, size: int, runs: list[RunRecord], variants: 
 
 
 def fct_box_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
-                   colours: dict[str, str]) -> Figure:
-    """FCT distribution per variant: box plot with every run drawn as a point."""
+                   colours: dict[str, str], value=lambda r: r.metrics["short"]["fct_s"]) -> Figure:
+    """FCT (or `value`) distribution per variant: box plot with every run drawn as a point."""
     fig = Figure(figsize=(max(4.5 * len(rows), 6), 4.2), layout="constrained")
     axes = fig.subplots(1, len(rows), squeeze=False)[0]
     jitter = np.random.default_rng(0)  # fixed, so re-analysis redraws the same figure
     for (size, runs), ax in zip(rows, axes):
-        present = [v for v in variants if any(r["variant"] == v for r in runs)]
-        samples = [[r["short"]["fct_s"] for r in runs if r["variant"] == v] for v in present]
+        present = [v for v in variants if any(r.variant == v for r in runs)]
+        samples = [[value(r) for r in runs if r.variant == v] for v in present]
         positions = np.arange(1, len(present) + 1)
         boxes = ax.boxplot(samples, positions=positions, widths=0.55, patch_artist=True,
                            showfliers=False, medianprops={"color": "black"})
@@ -348,7 +295,7 @@ def load_figure(profile: str, size: int, rows: list[Row], variants: list[str], c
 
 def median_fct_run(runs: list[RunRecord]) -> RunRecord:
     """The run at the median FCT (the lower middle one for an even count), as in Fig. 3."""
-    ordered = sorted(runs, key=lambda r: (r["short"]["fct_s"], r["run_id"]))
+    ordered = sorted(runs, key=lambda r: (r.metrics["short"]["fct_s"], r.run_id))
     return ordered[(len(ordered) - 1) // 2]
 
 
@@ -364,12 +311,12 @@ def _no_data(ax: Axes, text: str) -> None:
     ax.set_xticks([])
 
 
-def _save(fig: Figure, path: Path) -> None:
+def save(fig: Figure, path: Path) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
     write_atomically(path, buffer.getvalue())
 
 
-def _file_stem(name: str) -> str:
+def file_stem(name: str) -> str:
     """A profile name made safe for a file name."""
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)

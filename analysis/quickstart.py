@@ -1,212 +1,21 @@
-"""Quick-Start (RFC 4782) wire formats: the reference codec.
-
-The BPF programs of hosts/bpf/ write and rewrite these options; the analysis decodes
-captures with this module and the tests use it as the oracle for what is on the wire.
-
-IPv4 Quick-Start option (type 25, length 8), RFC 4782 §3.1:
-    | type=25 | len=8 | func(4) rate(4) | QS TTL | QS nonce (30 bits) | R (2 bits) |
-    func 0 = Quick-Start Request, 8 = Report of Approved Rate.
-TCP Quick-Start Response option (kind 27, length 8), RFC 4782 §4.2:
-    | kind=27 | len=8 | resv(4) rate(4) | TTL diff | QS nonce (30 bits) | R (2 bits) |
-
-Rate codes: code 0 is 0 bit/s, code N ≥ 1 is 40 kbit/s × 2^N (80 kbit/s … 1.31 Gbit/s).
-
-The nonce (RFC 4782 §3.4) is 15 two-bit fields; bits 0-1 (the most significant) belong
-to the step "rate 15 → rate 14", bits 28-29 (the least significant) to "rate 1 → rate 0".
-As an integer, the field of the step k → k−1 is (nonce >> 2(k−1)) & 3. A router that
-lowers the rate from code a to code b re-randomises the fields of the steps a → … → b;
-the fields of steps at or below the approved rate are never touched, so the sender
-checks exactly those: a receiver that claims a higher rate than it was given must guess
-two random bits per step it skips.
-"""
+"""Quick-Start in the captures and in the summary: what a connection requested, what came
+back, whether the sender accepted it, and its Quick-Start phase; per cell the approval and
+failure ratios of the Allman/Floyd/Sarolahti paper. The codec is wire/quickstart.py."""
 from __future__ import annotations
 
-import random
 import struct
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
 
-IP_OPTION_TYPE = 25
-TCP_OPTION_KIND = 27
-OPTION_LEN = 8
-FUNC_REQUEST = 0
-FUNC_REPORT = 8
-RATE_UNIT_BPS = 40_000
-MAX_CODE = 15
-NONCE_BITS = 30
-NONCE_MASK = (1 << NONCE_BITS) - 1
+import numpy as np
 
-
-def code_to_bps(code: int) -> int:
-    """The rate of a rate-request code in bit/s (code 0 = 0)."""
-    if not 0 <= code <= MAX_CODE:
-        raise ValueError(f"rate code {code} outside 0..{MAX_CODE}")
-    return 0 if code == 0 else RATE_UNIT_BPS << code
+from analysis import flows, stats
+from analysis.packets import Capture
+from wire.quickstart import QsRequest, QsResponse, SentRequest, find_request, find_response, ttl_diff, \
+    validate_response
 
 
-RATE_TABLE: dict[int, int] = {code: code_to_bps(code) for code in range(MAX_CODE + 1)}
-
-
-def bps_to_code(bps: float) -> int:
-    """The largest code whose rate is not above `bps` (0 below 80 kbit/s)."""
-    best = 0
-    for code, rate in RATE_TABLE.items():
-        if 0 < rate <= bps:
-            best = code
-    return best
-
-
-# -- the nonce rules ---------------------------------------------------------------------
-def step_shift(k: int) -> int:
-    """Bit position (in the 30-bit integer) of the nonce field of the step k → k−1."""
-    if not 1 <= k <= MAX_CODE:
-        raise ValueError(f"no nonce field for the step from rate {k}")
-    return 2 * (k - 1)
-
-
-def reduce_nonce(nonce: int, old_code: int, new_code: int, rng: random.Random | None = None) -> int:
-    """The nonce after a router lowers the rate from old_code to new_code: the fields of
-    the steps old_code → … → new_code get fresh random bits, all others are kept."""
-    if new_code > old_code:
-        raise ValueError("a router may only lower the rate")
-    rng = rng or random.Random()
-    for k in range(new_code + 1, old_code + 1):
-        shift = step_shift(k)
-        nonce = (nonce & ~(3 << shift)) | (rng.getrandbits(2) << shift)
-    return nonce & NONCE_MASK
-
-
-def nonce_check_mask(code: int) -> int:
-    """Bits of the nonce the sender compares for an approved code: the steps at or below it."""
-    return (1 << (2 * code)) - 1 if code > 0 else 0
-
-
-def nonce_matches(sent: int, echoed: int, code: int) -> bool:
-    """Does an echo of `code` carry the nonce bits the sender chose for the steps below it?"""
-    return ((sent ^ echoed) & nonce_check_mask(code)) == 0
-
-
-def ttl_diff(ip_ttl: int, qs_ttl: int) -> int:
-    """(IP TTL − QS TTL) mod 256: what the receiver echoes and the sender remembers."""
-    return (ip_ttl - qs_ttl) & 0xFF
-
-
-# -- the two options -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class QsRequest:
-    """The IPv4 option (type 25)."""
-    func: int
-    rate_code: int
-    qs_ttl: int
-    nonce: int
-    reserved: int = 0
-
-    @property
-    def rate_bps(self) -> int:
-        return code_to_bps(self.rate_code)
-
-    def encode(self) -> bytes:
-        return struct.pack("!BBBBI", IP_OPTION_TYPE, OPTION_LEN, (self.func << 4) | self.rate_code,
-                           self.qs_ttl, ((self.nonce & NONCE_MASK) << 2) | (self.reserved & 3))
-
-    @classmethod
-    def decode(cls, body: bytes) -> "QsRequest":
-        kind, length, fr, ttl, word = struct.unpack("!BBBBI", body[:OPTION_LEN])
-        if kind != IP_OPTION_TYPE or length != OPTION_LEN:
-            raise ValueError(f"not a Quick-Start IP option: type {kind}, length {length}")
-        return cls(func=fr >> 4, rate_code=fr & 0x0F, qs_ttl=ttl, nonce=word >> 2, reserved=word & 3)
-
-
-@dataclass(frozen=True)
-class QsResponse:
-    """The TCP option (kind 27)."""
-    rate_code: int
-    ttl_diff: int
-    nonce: int
-    reserved: int = 0
-
-    @property
-    def rate_bps(self) -> int:
-        return code_to_bps(self.rate_code)
-
-    def encode(self) -> bytes:
-        return struct.pack("!BBBBI", TCP_OPTION_KIND, OPTION_LEN, self.rate_code & 0x0F, self.ttl_diff,
-                           ((self.nonce & NONCE_MASK) << 2) | (self.reserved & 3))
-
-    @classmethod
-    def decode(cls, body: bytes) -> "QsResponse":
-        kind, length, rate, diff, word = struct.unpack("!BBBBI", body[:OPTION_LEN])
-        if kind != TCP_OPTION_KIND or length != OPTION_LEN:
-            raise ValueError(f"not a Quick-Start response option: kind {kind}, length {length}")
-        return cls(rate_code=rate & 0x0F, ttl_diff=diff, nonce=word >> 2, reserved=word & 3)
-
-
-def _find(options: bytes, kind: int) -> bytes | None:
-    """The body of the first option `kind` in an IP or TCP option list (same TLV rules)."""
-    i = 0
-    while i < len(options):
-        k = options[i]
-        if k == 0:
-            return None
-        if k == 1:
-            i += 1
-            continue
-        if i + 1 >= len(options) or options[i + 1] < 2:
-            return None
-        length = options[i + 1]
-        if k == kind:
-            body = options[i:i + length]
-            return body if len(body) == length else None
-        i += length
-    return None
-
-
-def find_request(ip_options: bytes) -> QsRequest | None:
-    body = _find(ip_options, IP_OPTION_TYPE)
-    return QsRequest.decode(body) if body is not None and len(body) == OPTION_LEN else None
-
-
-def find_response(tcp_options: bytes) -> QsResponse | None:
-    body = _find(tcp_options, TCP_OPTION_KIND)
-    return QsResponse.decode(body) if body is not None and len(body) == OPTION_LEN else None
-
-
-# -- sender's decision and Equation 1 ---------------------------------------------------------
-@dataclass(frozen=True)
-class SentRequest:
-    """What a sender remembers of its request."""
-    rate_code: int
-    ttl_diff: int
-    nonce: int
-
-
-def validate_response(sent: SentRequest, echo: QsResponse) -> str:
-    """The sender's verdict: 'approved', 'rejected', 'ttl-mismatch', 'nonce-mismatch' or
-    'rate-above-request' (RFC 4782 §4.3)."""
-    if echo.rate_code == 0:
-        return "rejected"
-    if echo.rate_code > sent.rate_code:
-        return "rate-above-request"
-    if echo.ttl_diff != sent.ttl_diff:
-        return "ttl-mismatch"
-    if not nonce_matches(sent.nonce, echo.nonce, echo.rate_code):
-        return "nonce-mismatch"
-    return "approved"
-
-
-def qs_window_segments(rate_bps: float, rtt_s: float, mss: int, header_bytes: int) -> float:
-    """Equation 1 of RFC 4782 §4.6.1: cwnd = rate × RTT × MSS / (MSS + H), in segments."""
-    return rate_bps / 8 * rtt_s * mss / (mss + header_bytes) / mss
-
-
-def router_decision(rate_code: int, approved_bps: float) -> tuple[str, int]:
-    """('approve' | 'reduce' | 'reject', new code) for a request and the rate a router grants."""
-    code = min(rate_code, bps_to_code(approved_bps))
-    if code == 0:
-        return "reject", 0
-    return ("approve", code) if code == rate_code else ("reduce", code)
-
-
-# -- the handshake in a capture ------------------------------------------------------------------
 @dataclass(frozen=True)
 class HandshakeOptions:
     """The Quick-Start options of one connection's handshake, as one capture point saw them."""
@@ -219,7 +28,6 @@ def handshake_options(pcap_path, server_port: int, max_records: int = 5000) -> H
     """Read a classic pcap (Ethernet, IPv4) only as far as the first SYN-ACK from
     `server_port` and the client's next packet: the options live in the handshake, so
     this never walks the whole capture (the columnar extractor does not keep options)."""
-    import struct as _s
     with open(pcap_path, "rb") as f:
         head = f.read(24)
         if len(head) < 24:
@@ -230,7 +38,7 @@ def handshake_options(pcap_path, server_port: int, max_records: int = 5000) -> H
             rec = f.read(16)
             if len(rec) < 16:
                 return None
-            caplen = _s.unpack(endian + "I", rec[8:12])[0]
+            caplen = struct.unpack(endian + "I", rec[8:12])[0]
             frame = f.read(caplen)
             if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
                 continue
@@ -238,7 +46,7 @@ def handshake_options(pcap_path, server_port: int, max_records: int = 5000) -> H
             tcp = frame[14 + ihl:]
             if len(tcp) < 20:
                 continue
-            sport, dport = _s.unpack("!HH", tcp[:4])
+            sport, dport = struct.unpack("!HH", tcp[:4])
             flags, thl = tcp[13], (tcp[12] >> 4) * 4
             if synack is None:
                 if sport == server_port and flags & 0x12 == 0x12:
@@ -247,3 +55,71 @@ def handshake_options(pcap_path, server_port: int, max_records: int = 5000) -> H
             if dport == server_port and sport == synack[2] and not flags & 0x02:
                 return HandshakeOptions(synack[0], synack[1], find_response(bytes(tcp[20:thl])))
     return None
+
+
+def flow_quickstart(run_dir: Path, port: int, client: Capture, conn: int, bneck_in: Capture,
+                    bneck_out: Capture) -> dict:
+    """Quick-Start of one flow: requested (the SYN-ACK leaving the server, at bneck-in), what
+    arrived and was echoed (at the client), the sender's verdict by RFC 4782's checks, and —
+    if approved — the Quick-Start phase: the data segments sent before the first ACK of data
+    came back, and how many of them the queue dropped (a Quick-Start failure when any)."""
+    sent = handshake_options(run_dir / "cap-bneck-in.pcap", port)
+    seen = handshake_options(run_dir / "cap-client.pcap", port)
+    if sent is None or sent.request is None:
+        return {"requested": False}
+    out = {"requested": True, "requested_code": sent.request.rate_code,
+           "requested_bps": sent.request.rate_bps,
+           "arrived_code": seen.request.rate_code if seen and seen.request else None,
+           "echoed": bool(seen and seen.echo)}
+    if not (seen and seen.echo):
+        out.update(verdict="no-echo", approved=False)
+        return out
+    remembered = SentRequest(sent.request.rate_code, ttl_diff(sent.synack_ttl, sent.request.qs_ttl),
+                             sent.request.nonce)
+    verdict = validate_response(remembered, seen.echo)
+    out.update(verdict=verdict, approved=verdict == "approved",
+               approved_bps=seen.echo.rate_bps if verdict == "approved" else 0)
+    if verdict != "approved":
+        return out
+    j = flows.same_connection(client.conns, bneck_in.conns, conn)
+    d = flows.direction_from_port(bneck_in.conns, j, port)
+    pk = bneck_in.packets
+    data = flows.flow_mask(pk, j, d) & (pk["payload"] > 0)
+    t0 = float(pk["ts"][data][0]) if data.any() else 0.0
+    acks = (pk["conn"] == j) & (pk["dir"] != d) & (pk["ts"] > t0)
+    t_end = float(pk["ts"][acks][0]) if acks.any() else float("inf")
+    phase = data & (pk["ts"] < t_end)
+    k = flows.same_connection(client.conns, bneck_out.conns, conn)
+    dk = flows.direction_from_port(bneck_out.conns, k, port) if k is not None else 0
+    lost = flows.segments_missing(flows.subset(pk, phase), j, d, bneck_out.packets, k, dk)
+    out.update(qs_pkts=int(phase.sum()), qs_bytes=int(pk["payload"][phase].sum()), qs_lost_pkts=lost,
+               qs_failure=lost > 0)
+    return out
+
+
+def quickstart_figures(blocks: list[Optional[dict[str, Any]]]) -> dict[str, Any]:
+    """The paper's per-scenario Quick-Start figures over the runs' Quick-Start blocks.
+
+    requested ratio = runs whose SYN-ACK carried a request ÷ runs with a Quick-Start block;
+    approval ratio = approved ÷ requested; failure ratio = approved runs that lost a
+    Quick-Start packet ÷ approved; bytes mean = data sent in the Quick-Start phase, mean
+    over the approved runs. A ratio without a denominator is None, as are all four when no
+    run carries the block (campaigns analysed before Quick-Start existed).
+    """
+    blocks = [b for b in blocks if b is not None]
+    requested = [b for b in blocks if b.get("requested")]
+    approved = [b for b in requested if b.get("approved")]
+    return {
+        "qs_requested_ratio": len(requested) / len(blocks) if blocks else None,
+        "qs_approval_ratio": len(approved) / len(requested) if requested else None,
+        "qs_failure_ratio": (sum(1 for b in approved if b.get("qs_failure")) / len(approved)
+                             if approved else None),
+        "qs_bytes_mean": stats.mean([b.get("qs_bytes", 0) for b in approved]) if approved else None,
+    }
+
+
+QS_HEADERS = ["profile", "size", "variant", "runs", "requested", "approved", "failures", "QS bytes mean"]
+QS_NOTE = ("requested: share of runs whose SYN-ACK carried a Quick-Start request; approved: share of the "
+           "requests the sender accepted (echo with the right TTL diff and nonce, rate > 0); failures: share "
+           "of approved runs that lost a packet sent in the Quick-Start phase; QS bytes: data sent in that "
+           "phase, mean over the approved runs.")

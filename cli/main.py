@@ -1,14 +1,23 @@
-"""Subcommands of run.py. Each one is a few lines that call the stage that does the work."""
+"""Subcommands of run.py. Each one is a few lines that call the stage that does the work.
+
+`analyze`, `report` and `compare` import only results/ and analysis/: they run without
+root and without Mininet, on a campaign copied anywhere.
+"""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
-from cli.output import emit_json, table, yes_no
+from cli.output import emit_json, yes_no
 from machine.errors import UserError
+
+# Commands that only read and write result files: no provisioning as root, no emulation.
+RESULT_COMMANDS = ("analyze", "report", "compare")
 
 
 def cmd_doctor(args) -> int:
@@ -35,24 +44,18 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_fidelity(args) -> int:
-    from scenarios.fidelity import measure
+    from scenarios.fidelity import measure, print_result
     from topologies.profiles import get_profile
-    profile = get_profile(args.profile)
-    result = measure(profile, delay_backend=args.delay_backend, pings=args.pings)
+    result = measure(get_profile(args.profile), delay_backend=args.delay_backend, pings=args.pings)
     if args.json:
         emit_json(result)
     else:
-        print(f"profile {result['profile']} (delay: {result['delay_backend']})")
-        print(f"  RTT      configured {result['rtt_configured_ms']} ms, mean {result['rtt_mean_ms']} ms, "
-              f"p99 {result['rtt_p99_ms']} ms over {result['rtt_samples']} pings")
-        print(f"  goodput  {result['goodput_mbps']} Mbit/s of ideal {result['goodput_ideal_mbps']} Mbit/s "
-              f"({100 * result['goodput_fraction']:.1f} %) at {result['rate_configured_mbps']} Mbit/s configured")
-        print(f"  delay element drops {result['delay_drops']}, reorders {result['delay_reorders']}")
-        print(f"  {'ok' if result['ok'] else 'NOT ok: ' + ', '.join(k for k, v in result['checks'].items() if not v)}")
+        print_result(result)
     return 0 if result["ok"] else 1
 
 
 def cmd_list(args) -> int:
+    from analysis.tables import text_table
     if args.what == "profiles":
         from topologies.profiles import load_profiles
         profiles = load_profiles()
@@ -62,8 +65,8 @@ def cmd_list(args) -> int:
         rows = [[p.name, p.topology, f"{p.down_mbps:g}", f"{p.up_mbps:g}", f"{p.rtt_ms:g}",
                  p.buffer_packets("down"), f"{p.bdp_packets('down'):.0f}", p.mtu, p.source]
                 for p in profiles.values()]
-        print(table(rows, ["profile", "topology", "down Mbit/s", "up Mbit/s", "RTT ms",
-                           "buffer pkts", "BDP pkts", "MTU", "source"]))
+        print(text_table(["profile", "topology", "down Mbit/s", "up Mbit/s", "RTT ms",
+                          "buffer pkts", "BDP pkts", "MTU", "source"], rows))
         return 0
     if args.what == "scenarios":
         from scenarios.spec import list_scenarios
@@ -71,14 +74,26 @@ def cmd_list(args) -> int:
         if args.json:
             emit_json(items)
             return 0
-        print(table([[s["name"], s["path"], s["runs"], s["description"]] for s in items],
-                    ["scenario", "file", "runs", "description"]))
+        print(text_table(["scenario", "file", "workload", "runs", "description"],
+                         [[s["name"], s["path"], s["workload"], s["runs"], s["description"]] for s in items]))
+        return 0
+    if args.what == "workloads":
+        from config import catalogue
+        items = {name: catalogue.workload(name) for name in catalogue.WORKLOADS}
+        if args.json:
+            emit_json({name: {"summary": w.summary, "sized": w.sized,
+                              "params": {k: p.describe() for k, p in w.params.items()}} for name, w in items.items()})
+            return 0
+        for name, w in items.items():
+            print(f"{name}: {w.summary}")
+            for key, p in w.params.items():
+                print(f"    {key}: {p.describe()}")
         return 0
     from hosts.variants import VARIANTS
     if args.json:
         emit_json({name: v.describe() for name, v in VARIANTS.items()})
         return 0
-    print(table([[name, v.describe()["summary"]] for name, v in VARIANTS.items()], ["variant", "what"]))
+    print(text_table(["variant", "what"], [[name, v.describe()["summary"]] for name, v in VARIANTS.items()]))
     return 0
 
 
@@ -94,29 +109,74 @@ def cmd_clean(args) -> int:
     return 0
 
 
+def finish(campaign_dir: Path, as_json: bool, stats: dict | None) -> int:
+    """Write the report of a campaign and print its table (or the figures as JSON)."""
+    from analysis.report import format_table, write_report
+    from analysis.runs import workload_analysis
+    from results import schema
+    from results.campaign import Campaign
+    from results.store import read_json_or_none
+    from scenarios.progress import fmt_duration
+    write_report(campaign_dir)
+    summary = read_json_or_none(campaign_dir / schema.SUMMARY_JSON) or {}
+    rows = summary.get("rows", [])
+    if as_json:
+        per_variant: dict[str, list] = {}
+        for row in rows:
+            per_variant.setdefault(row["variant"], []).append(row)
+        figures = {"campaign": str(campaign_dir), "summary_csv": str(campaign_dir / schema.SUMMARY_CSV),
+                   "summary_json": str(campaign_dir / schema.SUMMARY_JSON),
+                   "report": str(campaign_dir / schema.REPORT_HTML),
+                   "baseline": summary.get("campaign", {}).get("baseline"), "variants": per_variant,
+                   "failed_runs": [{"run": r, "error": e} for r, e in Campaign.open(campaign_dir).failed_runs()]}
+        if stats is not None:
+            figures["run_stats"] = stats
+        print(json.dumps(figures, indent=2, default=str))
+    else:
+        workload = Campaign.open(campaign_dir).record.get("workload", schema.LEGACY_WORKLOAD)
+        print(format_table(rows, workload_analysis(workload)))
+        if stats:
+            print(f"\n{stats['runs'] - stats['skipped'] - len(stats['failed'])} runs done, "
+                  f"{stats['skipped']} already done, {len(stats['failed'])} failed, "
+                  f"wall {fmt_duration(stats['wall_s'])}")
+            for failure in stats["failed"]:
+                print(f"  failed: {failure['run']}: {failure['error'][:200]}")
+        print(f"report: {campaign_dir / schema.REPORT_HTML}")
+    return 1 if stats and stats["failed"] else 0
+
+
 def cmd_run(args) -> int:
-    from scenarios.runner import run_campaign_cli
-    return run_campaign_cli(args)
+    from scenarios.runner import run_campaign
+    from scenarios.spec import apply_overrides, load_scenario
+    sc = apply_overrides(load_scenario(args.scenario), args.profiles, args.sizes, args.variants, args.reps)
+    campaign, stats = run_campaign(sc, Path(args.out) if args.out else None, args.delay_backend)
+    return finish(campaign.path, args.json, stats)
 
 
 def cmd_analyze(args) -> int:
-    from scenarios.runner import analyze_cli
-    return analyze_cli(args)
+    from analysis.runs import analyze_campaign
+    campaign, errors = analyze_campaign(args.dir)
+    for err in errors:
+        print(f"startlab: {err}", file=sys.stderr)
+    return finish(campaign.path, args.json, None) or (1 if errors else 0)
 
 
 def cmd_report(args) -> int:
-    from scenarios.runner import report_cli
-    return report_cli(args)
+    from results.campaign import Campaign
+    return finish(Campaign.open(args.dir).path, args.json, None)
 
 
 def cmd_compare(args) -> int:
-    from scenarios.runner import compare_cli
-    return compare_cli(args)
+    from analysis.compare import compare_campaigns
+    return compare_campaigns(Path(args.old), Path(args.new), args.json)
 
 
 def cmd_demo(args) -> int:
-    from scenarios.runner import demo_cli
-    return demo_cli(args)
+    """The README's main job: the embedded smoke scenario, its table and report."""
+    from scenarios.runner import ROOT, run_campaign
+    from scenarios.spec import load_scenario
+    campaign, stats = run_campaign(load_scenario(ROOT / "scenarios" / "smoke.yaml"), None)
+    return finish(campaign.path, args.json, stats)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,16 +189,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("fidelity", help="build a profile's network and check its RTT, goodput and drops")
+    p = sub.add_parser("fidelity", help="build a profile's network and check its rate, delay, queue and losses")
     p.add_argument("profile", metavar="PROFILE", help="link profile (see: run.py list profiles)")
     p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"],
                    help="delay element in the core (default: netem if the kernel has it, else the delay line)")
-    p.add_argument("--pings", type=int, default=200, help="RTT samples (default 200, at least 100)")
+    p.add_argument("--pings", type=int, default=200, help="idle RTT samples (default 200, at least 100)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_fidelity)
 
-    p = sub.add_parser("list", help="list profiles, scenarios or variants")
-    p.add_argument("what", choices=["profiles", "scenarios", "variants"])
+    p = sub.add_parser("list", help="list profiles, scenarios, variants or workloads")
+    p.add_argument("what", choices=["profiles", "scenarios", "variants", "workloads"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
@@ -159,12 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_analyze)
 
-    p = sub.add_parser("report", help="write summary and report.html of an analysed campaign")
+    p = sub.add_parser("report", help="write summary and report.html of an analysed campaign (no root)")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="compare two campaigns' summaries (e.g. last night vs tonight)")
+    p = sub.add_parser("compare", help="compare two campaigns' summaries (e.g. last night vs tonight; no root)")
     p.add_argument("old", metavar="OLD_DIR")
     p.add_argument("new", metavar="NEW_DIR")
     p.add_argument("--json", action="store_true")

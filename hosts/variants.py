@@ -10,12 +10,13 @@ from pathlib import Path
 
 from config import yamlfile
 from config.yamlfile import Fields
-from hosts.implementations.base import ROLES, Implementation, InstallContext
+from hosts.implementations.base import ROLES, Declared, Implementation, InstallContext
 from hosts.implementations.blitzstart import Blitzstart
 from hosts.implementations.jumpstart import JumpStart
 from hosts.implementations.linux_tcp import LinuxTcp
 from hosts.implementations.quickstart import QuickStart
 from machine.errors import UserError
+from topologies.endhosts import EndHostDefaults
 
 CATALOGUE_FILE = Path(__file__).with_name("variants.yaml")
 
@@ -38,6 +39,13 @@ class Variant:
     def describe(self) -> dict:
         return {"summary": self.summary,
                 "roles": {role: {"impl": p.impl.name, **p.params} for role, p in self.parts.items()}}
+
+    def declared(self, role: str, defaults: EndHostDefaults) -> Declared:
+        """What a node of `role` with this variant claims its connections run: its part's
+        declaration, or the network's end-host defaults where the variant has no part."""
+        part = self.parts.get(role)
+        found = part.impl.declares(role, part.params, defaults) if part else None
+        return found or Declared(cc=(defaults.cc,), iw=defaults.iw)
 
     def install(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext]) -> None:
         """Install every part; on failure, remove what was installed and re-raise."""

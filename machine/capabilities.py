@@ -12,8 +12,10 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
+from machine import binaries
 from machine.errors import UserError
 
 QDISC_PROBES = {
@@ -32,8 +34,9 @@ def require_root() -> None:
         raise UserError("startlab needs root to build network namespaces (run it with sudo)")
 
 
+@lru_cache(maxsize=None)
 def probe_qdisc(kind: str) -> bool:
-    """Can a qdisc of this kind be created here? (needs root)"""
+    """Can a qdisc of this kind be created here? (needs root; asked once per process)"""
     spec = QDISC_PROBES[kind]
     cmd = "tc qdisc add dev lo clsact" if spec is None else f"tc qdisc add dev lo root {spec}"
     result = subprocess.run(["unshare", "-n", "sh", "-c", cmd],
@@ -147,13 +150,11 @@ class Report:
 
 def doctor() -> Report:
     """Probe everything `doctor` reports. Root is needed for the qdisc probes."""
-    from topologies import delay   # the delay module knows its own backends
-
     require_root()
     qdiscs = {kind: probe_qdisc(kind) for kind in QDISC_PROBES}
     tools = tool_versions()
     problems = [f"{name} is not installed" for name, v in tools.items() if v is None]
-    binary = delay.delayline_binary()
+    binary = binaries.delayline()
     if qdiscs["netem"]:
         backend, reason = "netem", "the kernel has sch_netem"
     elif binary is not None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from machine import registry
 
-# Names startlab gives: PREFIX + two hex digits + a role (see topologies/path.py).
-OUR_NAME = re.compile(rf"^{registry.PREFIX}[0-9a-f]{{2}}(sw|cl|sv|r|co)\d*(-eth\d+|br)?$")
+# Names startlab gives: PREFIX + two hex digits + a role (see topologies/names.py).
+OUR_NAME = re.compile(rf"^{registry.PREFIX}[0-9a-f]{{2}}({'|'.join(registry.NODE_ROLES.values())})\d*(-eth\d+|br)?$")
 
 
 def root_links() -> list[str]:

@@ -15,10 +15,13 @@ import secrets
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 PREFIX = "stl"                      # every node, link and bridge name starts with it
+# What follows an instance's prefix in a node's name, by role (topologies/names.py builds
+# the names, machine/cleanup.py recognises them).
+NODE_ROLES = {"client": "cl", "server": "sv", "router": "r", "core": "co", "switch": "sw"}
 REGISTRY_DIR = Path(os.environ.get("STARTLAB_REGISTRY", "/run/startlab"))
 
 
@@ -42,7 +45,6 @@ class Instance:
     processes: list[dict] = field(default_factory=list)   # {pid, start, what}
     links: list[str] = field(default_factory=list)        # root-namespace links
     bridges: list[str] = field(default_factory=list)
-    pins: list[str] = field(default_factory=list)         # bpffs paths
     sysctls: dict = field(default_factory=dict)           # root-namespace key -> value to restore
     undo: list[dict] = field(default_factory=list)        # {argv, what}: commands that remove
                                                           # machine-wide objects (BPF struct_ops,
@@ -76,10 +78,6 @@ class Instance:
         self.bridges.append(name)
         self.save()
 
-    def add_pin(self, path: str) -> None:
-        self.pins.append(path)
-        self.save()
-
     def add_undo(self, argv: list[str], what: str) -> None:
         """Record the command that removes something machine-wide we just created."""
         self.undo.append({"argv": list(argv), "what": what})
@@ -109,12 +107,6 @@ class Instance:
         for name in self.links:
             if _run(["ip", "link", "del", name]):
                 removed.append(f"link {name}")
-        for pin in self.pins:
-            try:
-                os.unlink(pin)
-                removed.append(f"pin {pin}")
-            except FileNotFoundError:
-                pass
         for key, original in self.sysctls.items():
             path = Path("/proc/sys") / key.replace(".", "/")
             try:
@@ -146,7 +138,9 @@ def load_instances() -> list[Instance]:
         return out
     for path in sorted(REGISTRY_DIR.glob(f"{PREFIX}*.json")):
         try:
-            out.append(Instance(**json.loads(path.read_text())))
+            data = json.loads(path.read_text())
+            known = {f.name for f in fields(Instance)}
+            out.append(Instance(**{k: v for k, v in data.items() if k in known}))
         except (OSError, ValueError, TypeError):
             continue
     return out

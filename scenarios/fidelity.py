@@ -1,41 +1,152 @@
-"""Fidelity check of one profile: does the emulated path deliver the RTT and rate it claims?
+"""Fidelity check of one profile: does the emulator deliver the rate, delay and queue it
+claims, and does it lose or reorder nothing of its own?
 
-Builds the path, measures base RTT with ping and bulk downstream goodput with iperf3
-through the bottleneck, reads the delay element's own drop counter, and judges:
-RTT mean within max(0.5 ms, 1 %) of the configured RTT, goodput ≥ 98 % of the
-payload-limited ideal, zero drops in the delay element.
+The emulator is judged by what it controls, measured with witnesses that do not adapt:
+  - rate, each direction: a saturating UDP stream (1.5 × the rate) through the
+    bottleneck; the link-layer bytes arriving at the receiver's interface per second
+    (a least-squares slope over many readings) against the configured rate;
+  - base RTT: ping on the idle path against the configured RTT;
+  - queue: ping while each direction's queue is full, against the base RTT plus the
+    buffer's drain time (limit − one frame) ÷ rate;
+  - the delay element: its own drops and lateness, and the UDP stream's reordering.
+A TCP flow's goodput is reported as information only: it measures TCP as much as the
+emulator (spurious timeouts on GPRS, recovery bursts on satellite paths).
 """
 from __future__ import annotations
 
 import json
-import re
+import math
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from hosts.apps import Iperf3Server, iperf3_reverse_client
+from hosts.ping import percentile, ping_rtts
+from hosts.process import NodeProcess
 from topologies.network import Network
 from topologies.profiles import LinkProfile
+from wire.tcpip import ETH_HEADER
 
-RTT_TOLERANCE_MS = 0.5
+RATE_TOLERANCE = 0.01                 # delivered rate within 1 % of the configured one
+RTT_TOLERANCE_MS = 0.5                # base RTT mean within max(0.5 ms, 1 %) of the configured one
 RTT_TOLERANCE_REL = 0.01
-GOODPUT_MIN_FRACTION = 0.98
+QUEUE_TOLERANCE_FRAMES = 1.0          # loaded RTT within one frame's drain time (or the bucket's) …
+QUEUE_TOLERANCE_REL = 0.02            # … + 2 % of the expected loaded RTT
+LATE_P99_US = 1000                    # the delay element's lateness p99 at most 1 ms
+FLOOD_FACTOR = 1.5                    # the UDP stream offers 1.5 × the rate: the queue stays full
+UDP_PORT = 5211
+DATAGRAM = 1472                       # one MTU-sized frame per datagram (1500-byte MTU)
+FRAGMENTED_ABOVE_BPS = 200e6          # faster: 10-frame datagrams, so one process can saturate
+MEASURE_FRAMES = 300                  # the rate is read over at least this many frames' time …
+MEASURE_MIN_S = 3.0                   # … and at least this long
+SAMPLES = 40                          # rx counter readings over that time
+SATURATED_DROP_SHARE = 0.1            # a full queue drops ~1/3 of a 1.5x stream; less: not full
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, int(round(q / 100 * (len(ordered) - 1)))))
-    return ordered[index]
+def _rx_bytes(node, intf: str) -> int:
+    for line in node.cmd("cat /proc/net/dev").splitlines():
+        name, _, counters = line.partition(":")
+        if name.strip() == intf:
+            return int(counters.split()[0])
+    raise RuntimeError(f"interface {intf} not found in {node.name}")
 
 
-def ping_rtts(client, server_ip: str, count: int, interval_s: float) -> list[float]:
-    out = client.cmd(f"ping -n -c {count} -i {interval_s} -W 5 {server_ip}")
-    return [float(m) for m in re.findall(r"time=([\d.]+) ms", out)]
+def slope_bps(samples: list[tuple[float, int]]) -> float:
+    """Least-squares rate (bit/s) through (time, byte counter) readings: one reading's
+    frame-sized quantisation no longer decides the figure."""
+    t = np.array([s[0] for s in samples])
+    b = np.array([s[1] for s in samples], dtype=float)
+    return float(np.polyfit(t - t[0], b, 1)[0] * 8)
+
+
+def flood(net: Network, prof: LinkProfile, direction: str, workdir: Path, pings_interval_s: float) -> dict:
+    """Saturate `direction` with UDP; measure the delivered rate at the receiver and the RTT
+    of pings that cross the full queue, judged against `prof` (the declared profile)."""
+    n = net.names
+    rate = prof.rate_bps(direction)
+    frame = prof.mtu + ETH_HEADER
+    frame_s = frame * 8 / rate
+    limit = prof.buffer_bytes(direction)
+    fill_s = limit * 8 / (rate * (FLOOD_FACTOR - 1)) + 2 * prof.rtt_s
+    measure_s = max(MEASURE_MIN_S, MEASURE_FRAMES * frame_s)
+    length = DATAGRAM * 10 if rate > FRAGMENTED_ABOVE_BPS else DATAGRAM
+    # iperf3 -R: the server (sv1) sends to the client (down); without it the client sends (up).
+    client, server = net.host(n.client(1)), net.host(n.server(1))
+    receiver = client if direction == "down" else server
+    receiver_intf = n.host_intf(receiver.name)
+    srv = Iperf3Server(server, workdir, net.instance, port=UDP_PORT)
+    # The stream outlasts the fill and the measurement; it ends by itself so that iperf3
+    # exchanges the receiver's figures (reordering) in its report.
+    total_s = 2 * fill_s + 2 + math.ceil(measure_s) + 2
+    argv = ["iperf3", "-c", n.server_ip(1), "-p", str(UDP_PORT), "-u", "-b", f"{int(rate * FLOOD_FACTOR)}",
+            "-l", str(length), "-t", f"{total_s:.1f}", "-J", *(["-R"] if direction == "down" else [])]
+    cli = NodeProcess(client, argv, net.instance, f"udp flood {direction}", log_path=workdir / f"flood-{direction}.json")
+    pinger = None
+    try:
+        _wait_until_dropping(net, direction, 2 * fill_s + 2)
+        pinger = NodeProcess(client, ["ping", "-n", "-i", f"{pings_interval_s}", "-w", str(math.ceil(measure_s)), "-W", "10",
+                                      n.server_ip(1)], net.instance, "ping under load",
+                             log_path=workdir / f"ping-loaded-{direction}.log")
+        queue = net.queue(direction)
+        before = net.shaper.counters(net, queue)
+        readings = []
+        t_end = time.monotonic() + measure_s
+        while time.monotonic() < t_end:
+            readings.append((time.monotonic(), _rx_bytes(receiver, receiver_intf)))
+            time.sleep(measure_s / SAMPLES)
+        readings.append((time.monotonic(), _rx_bytes(receiver, receiver_intf)))
+        delivered = slope_bps(readings)
+        after = net.shaper.counters(net, queue)
+        pinger.wait(timeout=measure_s + 30)
+        loaded = [float(x.split("time=")[1].split()[0]) for x in pinger.output().splitlines() if "time=" in x]
+        if not cli.running():
+            raise RuntimeError(f"the UDP stream ({direction}) ended before the measurement did")
+        cli.wait(timeout=total_s + 30)
+    finally:
+        if pinger is not None:
+            pinger.stop()
+        cli.stop()
+        srv.stop()
+    try:
+        text = cli.output()
+        report = json.loads(text[text.index("{"):])      # after iperf3's warnings, if any
+        # Reordering is counted per stream (the receiver's figures, also for the sender's report).
+        out_of_order = sum(int(st["udp"]["out_of_order"]) for st in report["end"]["streams"])
+    except (ValueError, KeyError) as exc:
+        raise RuntimeError(f"the UDP stream ({direction}) failed: {cli.output()[-300:]}") from exc
+    # A probe fits into the full queue only when a frame has just left: it waits for the
+    # rest, (limit − one frame) ÷ rate. The shaper's bucket may run up to its burst ahead.
+    expected_loaded = prof.rtt_ms + (limit - frame) * 8 / rate * 1000
+    burst_s = prof.tbf_burst_bytes(direction) * 8 / rate
+    # Full throughout: the queue kept dropping (a third of a 1.5x stream) the whole time. A
+    # generator that could not keep up (CPU) would make the figures its own, not the link's.
+    sent, dropped = after["sent_pkts"] - before["sent_pkts"], after["dropped"] - before["dropped"]
+    return {"rate_bps": delivered, "rate_error": delivered / rate - 1, "measure_s": round(measure_s, 2),
+            "saturated": dropped >= SATURATED_DROP_SHARE * sent, "queue_sent_pkts": sent, "queue_dropped_pkts": dropped,
+            "datagram_bytes": length, "out_of_order": out_of_order,
+            "rtt_loaded_ms": round(statistics.fmean(loaded), 3) if loaded else None,
+            "rtt_loaded_samples": len(loaded), "rtt_loaded_expected_ms": round(expected_loaded, 3),
+            "queue_tolerance_ms": round(max(QUEUE_TOLERANCE_FRAMES * frame_s, burst_s) * 1000
+                                        + QUEUE_TOLERANCE_REL * expected_loaded, 3)}
+
+
+def _wait_until_dropping(net: Network, direction: str, timeout_s: float) -> None:
+    """Block until the queue of `direction` drops: then it is full and stays full."""
+    queue = net.queue(direction)
+    start = net.shaper.counters(net, queue)["dropped"]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if net.shaper.counters(net, queue)["dropped"] > start:
+            return
+    raise RuntimeError(f"the UDP stream did not fill the {direction} queue within {timeout_s:.0f} s")
 
 
 def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path) -> dict:
-    """Downstream iperf3 (server sends) goodput measured at the receiver, warm-up omitted."""
+    """Downstream iperf3 TCP goodput at the receiver, warm-up omitted (information only)."""
     n = net.names
     server = Iperf3Server(net.host(n.server(1)), workdir, net.instance)
     try:
@@ -59,70 +170,138 @@ def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path)
 
 
 def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 200,
-            workdir: Path | None = None) -> dict:
-    """Run the fidelity check; returns the figures DESIGN.md names (and a few more).
+            workdir: Path | None = None, built: LinkProfile | None = None, tcp: bool = True) -> dict:
+    """Run the fidelity check; returns the figures DESIGN.md names (and more).
 
-    Application logs and the delay element's counters go to `workdir`; without one they
-    go to a temporary directory that is removed afterwards (the figures are returned).
+    `built`: the profile actually emulated when it differs from the one judged against
+    (a test builds a path 5 % off and sees the check fail). Application logs and the delay
+    element's counters go to `workdir`; without one to a temporary directory, removed after.
     """
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
-            return _measure(profile, delay_backend, pings, Path(tmp))
-    return _measure(profile, delay_backend, pings, Path(workdir))
+            return _measure(profile, built or profile, delay_backend, pings, Path(tmp), tcp)
+    return _measure(profile, built or profile, delay_backend, pings, Path(workdir), tcp)
 
 
-def _measure(profile: LinkProfile, delay_backend: str, pings: int, workdir: Path) -> dict:
+def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings: int, workdir: Path,
+             tcp: bool) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
-    rtt_cfg_ms = profile.rtt_ms
-    # The count starts after slow start and its first loss recovery are over: data held
-    # back in the receiver during a recovery reaches the application in one burst, so an
-    # interval boundary inside a recovery would count it at several times the link rate
-    # (geo-sat with 10 RTTs of warm-up read 108 % of the ideal goodput).
-    omit_s = max(2.0, 20 * profile.rtt_s)
-    seconds = max(8.0, 30 * profile.rtt_s)
     t0 = time.monotonic()
-    with Network(profile, workdir, delay_backend=delay_backend) as net:
+    # The TCP count starts after slow start and its first loss recovery (information only).
+    omit_s, seconds = max(2.0, 10 * profile.rtt_s), max(5.0, 20 * profile.rtt_s)
+    floods = {}
+    with Network(built, workdir, delay_backend=delay_backend) as net:
         n = net.names
         client = net.host(n.client(1))
         # One warm-up ping, then the measured ones, spaced so they never queue behind each other.
         ping_rtts(client, n.server_ip(1), 1, 0.2)
         interval = max(0.01, min(0.05, profile.rtt_s / 10))
         rtts = ping_rtts(client, n.server_ip(1), pings, interval)
-        bulk = bulk_goodput_bps(net, seconds, omit_s, workdir)
+        for direction in ("down", "up"):
+            # Loaded pings 5 per RTT, never faster than every 10 ms. One more try if the
+            # stream could not keep the queue full (a busy machine starves the generator).
+            for attempt in range(2):
+                floods[direction] = flood(net, profile, direction, workdir, max(0.01, min(0.2, profile.rtt_s / 5)))
+                floods[direction]["attempts"] = attempt + 1
+                if floods[direction]["saturated"]:
+                    break
+        bulk = bulk_goodput_bps(net, seconds, omit_s, workdir) if tcp else None
         backend = net.delay_backend_name
         queue_drops = net.queue_drops()
     delay_stats = net.delay_stats
     if len(rtts) < pings * 0.99:
         raise RuntimeError(f"only {len(rtts)} of {pings} pings were answered")
+    return judge(profile, backend, rtts, floods, bulk, delay_stats, queue_drops,
+                 {"setup_s": net.timings.get("setup_s", 0), "teardown_s": net.timings.get("teardown_s", 0),
+                  "wall_s": time.monotonic() - t0})
+
+
+def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: dict, bulk: dict | None,
+          delay_stats: list[dict], queue_drops: dict, timings: dict) -> dict:
+    """The figures and the verdict (pure: unit-tested on made-up measurements)."""
+    rtt_cfg = profile.rtt_ms
     rtt_mean = statistics.fmean(rtts)
     ideal = profile.goodput_ideal_bps("down")
     delay_drops = sum(int(s.get("drops") or 0) for s in delay_stats)
-    rtt_ok = abs(rtt_mean - rtt_cfg_ms) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_REL * rtt_cfg_ms)
-    goodput_ok = bulk["goodput_bps"] >= GOODPUT_MIN_FRACTION * ideal
+    lateness = [s.get("lateness_us") or {} for s in delay_stats]
+    late_p99 = max((x.get("p99") or 0 for x in lateness), default=0)
+    checks = {
+        "rate_down": floods["down"]["saturated"] and abs(floods["down"]["rate_error"]) <= RATE_TOLERANCE,
+        "rate_up": floods["up"]["saturated"] and abs(floods["up"]["rate_error"]) <= RATE_TOLERANCE,
+        "rtt": abs(rtt_mean - rtt_cfg) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_REL * rtt_cfg),
+        "queue_down": _queue_ok(floods["down"]),
+        "queue_up": _queue_ok(floods["up"]),
+        "delay_drops": delay_drops == 0,
+        "delay_lateness": late_p99 <= LATE_P99_US,
+        "reordering": all(f["out_of_order"] == 0 for f in floods.values()),
+    }
     result = {
         "profile": profile.name,
         "delay_backend": backend,
-        "rtt_configured_ms": rtt_cfg_ms,
+        "rtt_configured_ms": rtt_cfg,
         "rtt_mean_ms": round(rtt_mean, 3),
         "rtt_p99_ms": round(percentile(rtts, 99), 3),
         "rtt_min_ms": round(min(rtts), 3),
         "rtt_samples": len(rtts),
         "rate_configured_mbps": profile.down_mbps,
-        "goodput_mbps": round(bulk["goodput_bps"] / 1e6, 3),
+        "rate_down_mbps": round(floods["down"]["rate_bps"] / 1e6, 4),
+        "rate_up_configured_mbps": profile.up_mbps,
+        "rate_up_mbps": round(floods["up"]["rate_bps"] / 1e6, 4),
+        "rate_down_error": round(floods["down"]["rate_error"], 5),
+        "rate_up_error": round(floods["up"]["rate_error"], 5),
+        "rtt_loaded_down_ms": floods["down"]["rtt_loaded_ms"],
+        "rtt_loaded_down_expected_ms": floods["down"]["rtt_loaded_expected_ms"],
+        "rtt_loaded_up_ms": floods["up"]["rtt_loaded_ms"],
+        "rtt_loaded_up_expected_ms": floods["up"]["rtt_loaded_expected_ms"],
+        "udp_out_of_order": {d: f["out_of_order"] for d, f in floods.items()},
+        "floods": floods,
+        "goodput_mbps": round(bulk["goodput_bps"] / 1e6, 3) if bulk else None,
         "goodput_ideal_mbps": round(ideal / 1e6, 3),
-        "goodput_fraction": round(bulk["goodput_bps"] / ideal, 4),
-        "tcp_retransmits": bulk["retransmits"],
+        "goodput_fraction": round(bulk["goodput_bps"] / ideal, 4) if bulk else None,
+        "tcp_retransmits": bulk["retransmits"] if bulk else None,
         "queue_drops": queue_drops,
         "delay_drops": delay_drops,
-        "delay_reorders": sum(int(s.get("reorders") or 0) for s in delay_stats),
-        "delay_lateness_us": [s.get("lateness_us") for s in delay_stats],
-        "delay_cpu_s": [s.get("cpu_s") for s in delay_stats],
+        "delay_reorders_seen": sum(int(s.get("reorders") or 0) for s in delay_stats),
+        "delay_lateness_us": lateness,
+        "delay_lateness_p99_us": late_p99,
         "delay_cpu_cores": [round(s["cpu_s"] / s["lifetime_s"], 3) if s.get("cpu_s") is not None
                             and s.get("lifetime_s") else None for s in delay_stats],
-        "setup_s": round(net.timings.get("setup_s", 0), 3),
-        "teardown_s": round(net.timings.get("teardown_s", 0), 3),
-        "wall_s": round(time.monotonic() - t0, 2),
-        "checks": {"rtt": rtt_ok, "goodput": goodput_ok, "delay_drops": delay_drops == 0},
+        **{k: round(v, 3) for k, v in timings.items()},
+        "checks": checks,
     }
-    result["ok"] = all(result["checks"].values())
+    result["ok"] = all(checks.values())
     return result
+
+
+def _queue_ok(f: dict) -> bool:
+    if f["rtt_loaded_ms"] is None or not f["saturated"]:
+        return False
+    return abs(f["rtt_loaded_ms"] - f["rtt_loaded_expected_ms"]) <= f["queue_tolerance_ms"]
+
+
+def print_result(r: dict) -> None:
+    """The verdict for people: each figure against what it should be."""
+    mark = {True: "ok", False: "NOT ok"}
+    c = r["checks"]
+    print(f"profile {r['profile']} (delay: {r['delay_backend']})")
+    print(f"  rate down  {r['rate_down_mbps']:.4g} of {r['rate_configured_mbps']:g} Mbit/s "
+          f"({100 * r['rate_down_error']:+.2f} %, tolerance ±{100 * RATE_TOLERANCE:g} %)  {mark[c['rate_down']]}")
+    print(f"  rate up    {r['rate_up_mbps']:.4g} of {r['rate_up_configured_mbps']:g} Mbit/s "
+          f"({100 * r['rate_up_error']:+.2f} %)  {mark[c['rate_up']]}")
+    print(f"  RTT idle   mean {r['rtt_mean_ms']} ms, p99 {r['rtt_p99_ms']} ms over {r['rtt_samples']} pings, "
+          f"configured {r['rtt_configured_ms']} ms  {mark[c['rtt']]}")
+    for d in ("down", "up"):
+        f = r["floods"][d]
+        if not f["saturated"]:
+            print(f"  the UDP stream could not keep the {d} queue full ({f['queue_dropped_pkts']} drops of "
+                  f"{f['queue_sent_pkts']} sent): the machine is too busy to measure that direction")
+        print(f"  RTT {d:<4}   with the {d} queue full: {f['rtt_loaded_ms']} ms, expected "
+              f"{f['rtt_loaded_expected_ms']} ± {f['queue_tolerance_ms']} ms  {mark[c['queue_' + d]]}")
+    print(f"  delay element: drops {r['delay_drops']}, lateness p99 {r['delay_lateness_p99_us']} us "
+          f"(≤ {LATE_P99_US})  {mark[c['delay_drops'] and c['delay_lateness']]}; UDP out of order "
+          f"{r['udp_out_of_order']}  {mark[c['reordering']]}")
+    if r["goodput_mbps"] is not None:
+        print(f"  (information) TCP goodput {r['goodput_mbps']} of ideal {r['goodput_ideal_mbps']} Mbit/s "
+              f"({100 * r['goodput_fraction']:.1f} %)")
+    failed = [k for k, v in c.items() if not v]
+    print(f"  {'ok' if r['ok'] else 'NOT ok: ' + ', '.join(failed)}")

@@ -1,59 +1,35 @@
 """Scenario files: parse, validate (file, line, field on every error), expand into runs.
 
-A scenario is declarative: which profiles, object sizes, workload, variants,
-repetitions and seed. One run = variant × profile × size × repetition.
+A scenario is declarative: which profiles, object sizes, workload (with its parameters),
+variants, repetitions and seed. One run = variant × profile × size × sweep value ×
+repetition. The workload is looked up in the catalogue and validates its own parameters,
+so this parser knows no workload by name.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import random
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
-from config import yamlfile
+from config import catalogue, yamlfile
+from config.params import Param
+from config.sizes import parse_size, size_label
 from config.yamlfile import Fields, FieldError
 from hosts.variants import VARIANTS, Variant, parse_variant
-from hosts.workloads.competing import CompetingParams
+from hosts.workloads.base import Workload
 from machine.errors import UserError
 from topologies.profiles import LinkProfile, load_profiles
 
 SCENARIO_DIR = Path(__file__).resolve().parent
-WORKLOADS = ("competing",)
-MAX_SIZE = 10 ** 10
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
-_UNITS = {None: 1, "B": 1, "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9,
-          "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}
-
-
-def parse_size(text) -> int:
-    """'70KB' → 70000, '2MB' → 2000000 (SI units as the papers write them; KiB/MiB binary)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    else:
-        match = _SIZE.match(str(text))
-        if not match:
-            raise ValueError(f"'{text}' is not a size (e.g. 70KB, 2MB, 1.5MiB, 4096)")
-        value = int(round(float(match.group(1)) * _UNITS[match.group(2)]))
-    if not 1 <= value <= MAX_SIZE:
-        raise ValueError(f"size {value} bytes is outside 1 B … 10 GB")
-    return value
-
-
-def format_size(n: int) -> str:
-    for unit, scale in (("GB", 10 ** 9), ("MB", 10 ** 6), ("KB", 10 ** 3)):
-        if n >= scale and n % (scale // 1000 or 1) == 0:
-            value = n / scale
-            return f"{value:g}{unit}"
-    return f"{n}B"
 
 
 @dataclass
 class Run:
     profile: str
-    size_bytes: int
+    size_bytes: Optional[int]                  # None for workloads without object sizes
     variant: str
     rep: int
     sweep: tuple[str, float] | None = None     # (workload parameter, its value in this run)
@@ -61,21 +37,8 @@ class Run:
     @property
     def run_id(self) -> str:
         swept = f"_{self.sweep[0]}-{self.sweep[1]:g}" if self.sweep else ""
-        return f"{self.profile}_{format_size(self.size_bytes)}{swept}_{self.variant}_r{self.rep:02d}"
-
-
-# The workload's numeric parameters and their accepted ranges: checked in the workload
-# section and for every value of a sweep, so both report the same limits.
-WORKLOAD_NUMBERS: dict[str, tuple[float, float, bool]] = {     # name → (low, high, integer)
-    "fill_fraction": (0.5, 1.0, False),
-    "fill_window_rtts": (1, 1000, False),
-    "fill_min_s": (0, 600, False),
-    "fill_timeout_s": (1, 3600, False),
-    "tail_rtts": (0, 1000, False),
-    "long_load": (0.0, 1.0, False),
-    "long_streams": (1, 64, True),
-    "settle_s": (0, 600, False),
-}
+        size = f"_{size_label(self.size_bytes)}" if self.size_bytes is not None else ""
+        return f"{self.profile}{size}{swept}_{self.variant}_r{self.rep:02d}"
 
 
 @dataclass
@@ -93,8 +56,8 @@ class Scenario:
     paper: str
     profiles: list[LinkProfile]
     sizes: list[int]
-    workload: str
-    workload_params: CompetingParams
+    workload: Workload
+    workload_params: dict
     variants: dict[str, Variant]
     baseline: str
     reps: int
@@ -113,46 +76,109 @@ class Scenario:
         """All runs in a seeded random order, grouped by profile so a network is built once
         per profile (the order within a profile stays random)."""
         points = [(self.sweep.param, x) for x in self.sweep.values] if self.sweep else [None]
-        runs = [Run(p.name, s, v, r, w) for p in self.profiles for s in self.sizes for w in points
+        sizes = self.sizes if self.workload.sized else [None]
+        runs = [Run(p.name, s, v, r, w) for p in self.profiles for s in sizes for w in points
                 for v in self.variants for r in range(1, self.reps + 1)]
         random.Random(self.seed).shuffle(runs)
         order = {p.name: i for i, p in enumerate(self.profiles)}
         return sorted(runs, key=lambda run: order[run.profile])
 
-    def params_for(self, run: Run) -> CompetingParams:
+    def params_for(self, run: Run) -> dict:
         """The workload parameters of `run`: the scenario's, with the swept one set."""
         if run.sweep is None:
-            return self.workload_params
-        return dataclasses.replace(self.workload_params, **{run.sweep[0]: run.sweep[1]})
+            return dict(self.workload_params)
+        return {**self.workload_params, run.sweep[0]: run.sweep[1]}
+
+    def pairs_needed(self) -> int:
+        """Client/server pairs the network needs for every run of the scenario."""
+        points = [self.params_for(Run("", None, "", 0, (self.sweep.param, x))) for x in self.sweep.values] \
+            if self.sweep else [self.workload_params]
+        return max(self.workload.hosts(p).pairs for p in points)
+
+    def variant(self, name: str) -> Variant:
+        """A variant by name: the scenario's own, else the catalogue's."""
+        if name in self.variants:
+            return self.variants[name]
+        if name in VARIANTS:
+            return VARIANTS[name]
+        raise UserError(f"unknown variant '{name}' (choices: {', '.join(dict.fromkeys([*self.variants, *VARIANTS]))})")
+
+    def record(self) -> dict:
+        """What campaign.json says about the campaign."""
+        return {"scenario": self.name, "scenario_file": str(self.path), "scenario_hash": self.hash,
+                "description": self.description, "paper": self.paper, "baseline": self.baseline,
+                "variants": list(self.variants), "profiles": [p.name for p in self.profiles],
+                "sizes": self.sizes if self.workload.sized else [], "reps": self.reps, "seed": self.seed,
+                "workload": self.workload.name, "workload_params": self.workload_params,
+                "overrides": self.overrides,
+                "sweep": {"param": self.sweep.param, "values": self.sweep.values} if self.sweep else None,
+                "variant_definitions": {n: v.describe() for n, v in self.variants.items()},
+                "workload_variants": {k: self.variant(v).describe() for k, v in self.workload_params.items()
+                                      if self.workload.params[k].kind == "variant"}}
 
 
-def _workload(path: Path, fields: Fields) -> tuple[str, CompetingParams]:
-    kind = fields.text("kind", choices=list(WORKLOADS))
-    defaults = CompetingParams()
-    fields.unknown({"kind", *defaults.as_dict()})
-    numbers = {name: fields.number(name, getattr(defaults, name), low=low, high=high, integer=integer)
-               for name, (low, high, integer) in WORKLOAD_NUMBERS.items()}
-    params = CompetingParams(**numbers, long_flow=fields.flag("long_flow", defaults.long_flow))
-    return kind, params
+def _value(fields: Fields, name: str, param: Param, known_variants: set[str]):
+    """One workload parameter from the YAML, checked against its declaration."""
+    value = fields.data[name]
+    problem = param.check(value)
+    if problem:
+        raise fields.error(name, problem)
+    if param.kind == "variant" and value not in known_variants:
+        raise fields.error(name, f"unknown variant '{value}' (catalogue: {', '.join(sorted(known_variants))})")
+    return param.normalise(value)
 
 
-def _sweep(fields: Fields) -> Sweep:
+def _workload(fields: Fields, known_variants: set[str]) -> tuple[Workload, dict]:
+    kind = fields.text("kind", choices=list(catalogue.WORKLOADS))
+    workload = catalogue.workload(kind)
+    fields.unknown({"kind", *workload.params})
+    params = {name: p.default for name, p in workload.params.items()}
+    for name, param in workload.params.items():
+        if fields.has(name):
+            params[name] = _value(fields, name, param, known_variants)
+    problem = workload.check(params)
+    if problem:
+        raise fields.error(problem[0], problem[1])
+    return workload, params
+
+
+def _sweep(fields: Fields, workload: Workload) -> Sweep:
     """`sweep: {param: NAME, values: [...]}`: NAME a numeric workload parameter, every value
     within that parameter's range, no value twice."""
     fields.unknown({"param", "values"})
-    param = fields.text("param", choices=list(WORKLOAD_NUMBERS))
-    low, high, integer = WORKLOAD_NUMBERS[param]
+    numeric = [name for name, p in workload.params.items() if p.numeric]
+    param = fields.text("param", choices=numeric)
+    declared = workload.params[param]
     values = fields.list("values")
+    low = declared.low if declared.low is not None else float("-inf")
+    high = declared.high if declared.high is not None else float("inf")
     for value in values:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fields.error("values", f"expected numbers, got {value!r}")
         if not low <= value <= high:
             raise fields.error("values", f"{value} is outside {param}'s range {low:g} … {high:g}")
-        if integer and value != int(value):
+        if declared.integer and value != int(value):
             raise fields.error("values", f"{param} takes whole numbers, got {value}")
     if len(set(values)) != len(values):
         raise fields.error("values", "a value appears twice")
-    return Sweep(param, [int(v) if integer else float(v) for v in values])
+    return Sweep(param, [declared.normalise(v) for v in values])
+
+
+def _variants(path: Path, top: Fields) -> dict[str, Variant]:
+    variants: dict[str, Variant] = {}
+    for i, item in enumerate(top.list("variants")):
+        if isinstance(item, str):
+            if item not in VARIANTS:
+                raise top.error("variants", f"unknown variant '{item}' (catalogue: {', '.join(VARIANTS)}; "
+                                            "or define it here with name/summary/server/client/router)")
+            variants[item] = VARIANTS[item]
+        else:
+            sub = Fields(path, item, f"variants[{i}]", top.line_of("variants"))
+            name = sub.text("name")
+            body = yamlfile.LineDict({k: v for k, v in item.items() if k != "name"})
+            body.line, body.key_lines = item.line, item.key_lines
+            variants[name] = parse_variant(path, name, Fields(path, body, f"variants.{name}"))
+    return variants
 
 
 def load_scenario(path: Path | str) -> Scenario:
@@ -174,38 +200,28 @@ def load_scenario(path: Path | str) -> Scenario:
         if name not in known_profiles:
             raise top.error("profiles", f"unknown profile '{name}' (choices: {', '.join(known_profiles)})")
         profiles.append(known_profiles[name])
+    variants = _variants(path, top)
+    workload, params = _workload(top.sub("workload"), set(VARIANTS) | set(variants))
     sizes = []
-    for item in top.list("sizes"):
-        try:
-            sizes.append(parse_size(item))
-        except ValueError as exc:
-            raise top.error("sizes", str(exc)) from None
-    kind, params = _workload(path, top.sub("workload"))
-    variants: dict[str, Variant] = {}
-    for i, item in enumerate(top.list("variants")):
-        if isinstance(item, str):
-            if item not in VARIANTS:
-                raise top.error("variants", f"unknown variant '{item}' (catalogue: {', '.join(VARIANTS)}; "
-                                            "or define it here with name/summary/server/client/router)")
-            variants[item] = VARIANTS[item]
-        else:
-            sub = Fields(path, item, f"variants[{i}]", top.line_of("variants"))
-            name = sub.text("name")
-            body = {k: v for k, v in item.items() if k != "name"}
-            body = yamlfile.LineDict(body)
-            body.line, body.key_lines = item.line, item.key_lines
-            variants[name] = parse_variant(path, name, Fields(path, body, f"variants.{name}"))
+    if workload.sized:
+        for item in top.list("sizes"):
+            try:
+                sizes.append(parse_size(item))
+            except ValueError as exc:
+                raise top.error("sizes", str(exc)) from None
+    elif top.has("sizes"):
+        raise top.error("sizes", f"workload {workload.name} takes no object sizes")
     baseline = top.text("baseline", next(iter(variants)))
     if baseline not in variants:
         raise top.error("baseline", f"'{baseline}' is not one of the scenario's variants ({', '.join(variants)})")
     return Scenario(
         name=top.text("name", path.stem), path=path, description=top.text("description", ""),
-        paper=top.text("paper", ""), profiles=profiles, sizes=sizes, workload=kind,
+        paper=top.text("paper", ""), profiles=profiles, sizes=sizes, workload=workload,
         workload_params=params, variants=variants, baseline=baseline,
         reps=int(top.number("repetitions", 1, low=1, high=10000, integer=True)),
         seed=int(top.number("seed", 1, low=0, high=2 ** 32, integer=True)),
         text_hash=hashlib.sha256(path.read_bytes()).hexdigest(),
-        sweep=_sweep(top.sub("sweep")) if top.has("sweep") else None)
+        sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None)
 
 
 def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, variants: str | None,
@@ -221,6 +237,8 @@ def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, varia
         sc.profiles = chosen
         sc.overrides["profiles"] = [p.name for p in chosen]
     if sizes:
+        if not sc.workload.sized:
+            raise UserError(f"--sizes: workload {sc.workload.name} takes no object sizes")
         try:
             sc.sizes = [parse_size(s) for s in _split(sizes)]
         except ValueError as exc:
@@ -258,7 +276,8 @@ def list_scenarios() -> list[dict]:
         try:
             sc = load_scenario(path)
             out.append({"name": sc.name, "path": str(path.relative_to(SCENARIO_DIR.parent)),
-                        "runs": len(sc.runs()), "description": sc.description})
+                        "runs": len(sc.runs()), "workload": sc.workload.name, "description": sc.description})
         except (UserError, FieldError) as exc:
-            out.append({"name": path.stem, "path": str(path), "runs": 0, "description": f"INVALID: {exc}"})
+            out.append({"name": path.stem, "path": str(path), "runs": 0, "workload": "?",
+                        "description": f"INVALID: {exc}"})
     return out

@@ -7,8 +7,9 @@ import struct
 import pytest
 
 from hosts.bpf import loader
-from hosts.implementations.blitzstart import (OPTION_EXID, OPTION_KIND, TECHNOLOGIES, Blitzstart,
-                                              decode_option, encode_option, hint_kbps, initial_cwnd)
+from hosts.implementations.blitzstart import Blitzstart
+from wire.blitzstart import (OPTION_EXID, OPTION_KIND, TECHNOLOGIES, decode_option, encode_option, hint_kbps,
+                             initial_cwnd)
 from hosts.implementations.jumpstart import JumpStart
 from hosts.variants import VARIANTS
 from machine.registry import Instance

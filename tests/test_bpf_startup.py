@@ -18,12 +18,12 @@ from hosts.apps import HTTP_PORT, Lighttpd, curl_fetch, make_object
 from hosts.bpf import loader
 from hosts.capture import start_captures
 from hosts.implementations.base import InstallContext
-from hosts.implementations.blitzstart import decode_option, initial_cwnd
+from wire.blitzstart import decode_option, initial_cwnd
 from hosts.variants import get_variant
 from topologies.network import Network
-from topologies.path import CLIENT_NET, GATEWAY_HOST, SERVER_NET
+from topologies.names import CLIENT_NET, GATEWAY_HOST, SERVER_NET
 from topologies.profiles import LinkProfile
-from wire import ACK, MSS, SYN, Packet as Segment, paced_flight, pacing_span_ok, read_pcap, test_profile
+from wiretrace import ACK, MSS, SYN, Packet as Segment, paced_flight, pacing_span_ok, read_pcap, test_profile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
@@ -214,3 +214,28 @@ def test_jumpstart_first_flight_is_capped_by_the_receive_window(tmp_path, monkey
     assert sum(s.payload for s in test.before_ack) <= test.rwnd
     ok, span, ideal = pacing_span_ok(flight, test.handshake_rtt_s, test.handshake_rtt_s)
     assert ok, (span, ideal)
+
+
+# -- paced kernel TCP ----------------------------------------------------------------------
+def test_paced_baseline_bursts_ten_then_paces_at_the_slow_start_ratio(tmp_path):
+    """cubic-iw32-paced (the QUIC-like baseline): the kernel sends the first 10 segments
+    back to back, then paces the rest of the 32-segment window at tcp_pacing_ss_ratio
+    (200 %) of cwnd/RTT, i.e. the window over half an RTT — the gaps of the 22 paced
+    segments add up to about (22/32) × RTT/2. The unpaced baseline pair (cl2 ← sv2) in the
+    same network keeps IW10."""
+    prof = profile(rate_mbps=20, rtt_ms=40)
+    run = fetch_pair(tmp_path, "cubic-iw32-paced", 500_000, prof)
+    test = run["test"]
+    counters = run["counters"]["server"]
+    assert counters["cc_set"] >= 1 and counters["errors"] == 0, counters   # the pacing cap was set
+    flight = test.paced(32)
+    assert len(flight) == 32 and len(test.before_ack) <= 32, (len(flight), len(test.before_ack))
+    rtt = test.handshake_rtt_s
+    assert flight[9].ts - flight[0].ts < 0.05 * rtt, "the first ten segments were not a burst"
+    ok, span, ideal = pacing_span_ok(flight, 0.5 * rtt, rtt)
+    assert ok, (span, ideal)
+    # The kernel paces packets of at least tcp_min_tso_segs (2) segments: pairs leave back to
+    # back, one pair per 2 × RTT/64; on average one segment per RTT/64.
+    mean_gap = (flight[-1].ts - flight[10].ts) / 21
+    assert 0.65 * rtt / 64 <= mean_gap <= 1.25 * rtt / 64 + 0.25 * rtt / 21, (mean_gap, rtt / 64)
+    assert_baseline_untouched(run)

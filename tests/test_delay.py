@@ -56,7 +56,7 @@ def test_rps_mask_selects_exactly_one_cpu():
 # -- unit: backend choice -------------------------------------------------------------------
 
 def _machine(monkeypatch, netem: bool, binary: Path | None) -> None:
-    monkeypatch.setattr(delay, "kernel_has_netem", lambda: netem)
+    monkeypatch.setattr(delay.capabilities, "probe_qdisc", lambda kind: netem if kind == "netem" else True)
     monkeypatch.setattr(delay, "delayline_binary", lambda: binary)
 
 

@@ -50,7 +50,12 @@ def test_smoke_scenario_end_to_end_and_resume(tmp_path):
     meta = json.loads((run_dirs[0] / "meta.json").read_text())
     assert meta["status"] == "done" and meta["scenario_hash"] and meta["kernel"]
     assert meta["link"]["delay_backend"] in ("netem", "delayline")
-    assert abs(meta["fidelity"]["rtt_mean_ms"] - 50) < 2
+    assert abs(meta["path"]["rtt_mean_ms"] - 50) < 2
+    # every flow ran what its variant declared, read from the kernel and the wire
+    flows = {f["name"]: f for f in meta["flows"]}
+    assert flows["long"]["observed_cc"] == ["cubic"] and flows["long"]["variant"] == "cubic-iw10"
+    metrics = json.loads((run_dirs[0] / "metrics.json").read_text())
+    assert metrics["flow_checks"] and all(c["cc_ok"] and c.get("iw_ok", True) for c in metrics["flow_checks"])
     assert {"cap-client.pcap", "cap-bneck-in.pcap", "cap-bneck-out.pcap"} <= {p.name for p in run_dirs[0].iterdir()}
 
     # The same command again resumes: nothing to run, the same summary.
@@ -72,7 +77,7 @@ def test_interrupted_run_leaves_nothing_that_counts(tmp_path):
     assert proc.wait(timeout=60) == 130
     finished = [p for p in out.iterdir() if p.is_dir() and (p / "meta.json").exists()]
     assert finished == [] and not list(out.glob("*.partial"))
-    from analysis.records import load_campaign
+    from results.campaign import load_campaign
     _, records = load_campaign(out)
     assert records == []
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from analysis import packets
-from analysis.metrics import run_metrics
+from analysis.workloads.competing import run_metrics as competing_metrics
 from machine.errors import UserError
 from pcapcraft import ACK, FIN, MSS, PSH, Conversation, DumbbellCaptures
 
@@ -108,6 +108,10 @@ def add_short_flow(run: Run, syn_ts: float, size: int, drops: set[int], spurious
     run.end_ts = max(t for t, _ in run.short_arrivals)
     caps.downstream(c.from_server(run.end_ts + 0.001, size, 0, ipid=ipid, flags=ACK | FIN))
     caps.upstream(c.from_client(run.end_ts + 0.002, 90, 0, flags=ACK | FIN))
+
+
+def run_metrics(run_dir: Path, spec: dict) -> dict:
+    return competing_metrics(run_dir, spec, MSS)
 
 
 def spec(size: int, long: bool = True) -> dict:
@@ -216,7 +220,7 @@ def test_missing_long_flow_is_an_error(tmp_path: Path) -> None:
 
 def test_time_sequence_is_the_senders_data_decimated_with_every_retransmission(tmp_path: Path,
                                                                               monkeypatch) -> None:
-    import analysis.metrics as metrics_module
+    import analysis.workloads.competing as metrics_module
     monkeypatch.setattr(metrics_module, "MAX_SEQ_POINTS", 20)
     run = Run()
     size = 70_000                                      # 49 segments, then 3 resent

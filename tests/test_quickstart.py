@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import quickstart as qs
+from wire import quickstart as qs
 from hosts.apps import HTTP_PORT, Iperf3Server, Lighttpd, curl_fetch, make_object
 from hosts.bpf import loader
 from hosts.capture import start_captures
@@ -22,10 +22,10 @@ from hosts.implementations.base import InstallContext
 from hosts.implementations.quickstart import QuickStart, router_counters
 from hosts.process import NodeProcess
 from topologies.network import Network
-from topologies.path import CLIENT_NET, GATEWAY_HOST, SERVER_NET
+from topologies.names import CLIENT_NET, GATEWAY_HOST, SERVER_NET
 from topologies.profiles import LinkProfile
-import wire
-from wire import ACK, MSS, SYN, Packet, paced_flight, pacing_span_ok, read_pcap, test_profile
+import wiretrace
+from wiretrace import ACK, MSS, SYN, Packet, paced_flight, pacing_span_ok, read_pcap, test_profile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
@@ -35,7 +35,7 @@ def profile(rate_mbps: float = 20, rtt_ms: float = 60) -> LinkProfile:
 
 def ip_checksum_ok(path: Path) -> bool:
     """Every IPv4 header in the capture has a valid checksum (options included)."""
-    return all(wire.ip_checksum_ok(p.ip_header) for p in read_pcap(path))
+    return all(wiretrace.ip_checksum_ok(p.ip_header) for p in read_pcap(path))
 
 
 @dataclass
@@ -203,16 +203,20 @@ def test_workload_records_the_router_counters_and_the_offered_loads_link_use(tmp
     """The competing workload with an offered load (two bulk flows shaped to 30 % of 20
     Mbit/s) and a Quick-Start fetch: both routers' counters reach meta.json, the shaper
     leaves nothing behind, and the queue's counters give utilisation and drop rate."""
-    from analysis.metrics import run_metrics
+    from analysis.workloads.competing import run_metrics
+    from hosts.session import RunSession
     from hosts.variants import get_variant
-    from hosts.workloads.competing import CompetingParams, run_competing
+    from hosts.workloads.competing import WORKLOAD
 
     prof = profile(20, 60)
-    workdir, docroot = tmp_path / "run", tmp_path / "www"
+    workdir = tmp_path / "run"
     workdir.mkdir()
+    params = {**{k: p.default for k, p in WORKLOAD.params.items()}, "long_load": 0.3, "long_streams": 2,
+              "settle_s": 2}
     with Network(prof, tmp_path / "net") as net:
-        app = run_competing(net, get_variant("qs-reno"), 100_000, workdir, docroot,
-                            CompetingParams(long_load=0.3, long_streams=2, settle_s=2))
+        with RunSession(net, get_variant("qs-reno"), workdir, tmp_path / "scratch", get_variant) as session:
+            result = WORKLOAD.run(session, params, 100_000)
+        app = {**result.extra, **session.record(), "spec": result.spec}
         sv2 = net.host(net.names.server(2))
         assert "tbf" not in sv2.cmd(f"tc qdisc show dev {app['load_shaper']['intf']}")
         routers = [net.host(r).name for r in net.names.routers_list()]
@@ -226,5 +230,5 @@ def test_workload_records_the_router_counters_and_the_offered_loads_link_use(tmp
     assert use["dropped_pkts"] == 0 and use["drop_rate"] == 0.0, use
     assert use["utilisation"] == pytest.approx(use["sent_bytes"] * 8 / use["seconds"] / prof.rate_bps("down"))
     assert 0.2 <= use["utilisation"] <= 1.0, use          # the load alone is 0.3 of the link
-    block = run_metrics(workdir, app["spec"])["quickstart"]
+    block = run_metrics(workdir, app["spec"], MSS)["quickstart"]
     assert block["approved"] and block["approved_bps"] == qs.code_to_bps(8) and not block["qs_failure"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analysis.plots import model_windows, speedups
-from analysis.records import load_campaign
+from results.campaign import load_campaign
 from analysis.report import write_report
 from analysis.transfer_model import path_packets, relative_improvement, round_trips
 from test_report import BASE_FCT, FCT_OFFSET, make_campaign, read_csv, row_of
@@ -115,8 +115,8 @@ def test_campaign_without_quick_start_has_empty_columns_and_no_section(tmp_path)
 
 def test_speedup_and_model_inputs_from_the_records(qs_campaign):
     campaign, records = load_campaign(qs_campaign)
-    dsl = [r for r in records if r["profile"] == "dsl"]
-    rows = [(size, [r for r in dsl if r["size_bytes"] == size]) for size in sorted(BASE_FCT)]
+    dsl = [r for r in records if r.profile == "dsl"]
+    rows = [(size, [r for r in dsl if r.size_bytes == size]) for size in sorted(BASE_FCT)]
     got = dict(speedups(rows, "blitz", "slowstart"))
     for size, base in BASE_FCT.items():
         mean_rep = sum(range(4)) / 4 * 0.001

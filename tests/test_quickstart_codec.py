@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import quickstart as qs
+from analysis import quickstart as qs_capture
+from wire import quickstart as qs
 
 # RFC 4782 §3.1: the rate table, code → bit/s.
 RFC_TABLE = {0: 0, 1: 80_000, 2: 160_000, 3: 320_000, 4: 640_000, 5: 1_280_000, 6: 2_560_000,

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from analysis.plots import cdf_figure, median_fct_run, variant_colours
-from analysis.records import load_campaign, size_label
 from analysis.report import VERDICTS, format_table, verdict, write_report
-from analysis.summary import COLUMNS, write_summary
+from analysis.summary import columns_of, write_summary
+from analysis.workloads.competing import ANALYSIS, FCT, LOSS
+from config.sizes import size_label
 from machine.errors import UserError
+from results.campaign import RunRecord, load_campaign
 
 BASE_FCT = {70_000: 0.2, 2_000_000: 1.5}
 FCT_OFFSET = {"slowstart": 0.0, "blitz": -0.1, "cautious": 0.02}
@@ -102,10 +104,13 @@ def test_load_skips_interrupted_runs_and_other_directories(tmp_path):
     (root / "plots").mkdir()
     campaign, records = load_campaign(root)
     assert campaign["baseline"] == "slowstart"
-    assert sorted(r["run_id"] for r in records) == ["dsl-70KB-slowstart-0", "dsl-70KB-slowstart-1"]
+    assert sorted(r.run_id for r in records) == ["dsl-70KB-slowstart-0", "dsl-70KB-slowstart-1"]
     rec = records[0]
-    assert rec["rtt_s"] == 0.05 and rec["rate_bps"] == 25e6
-    assert rec["git_rev"] == "0123abc"
+    assert rec.rtt_s == 0.05 and rec.rate_bps == 25e6
+    assert rec.meta["git_rev"] == "0123abc"
+    # written in format 1, read as today's format
+    assert campaign["format"] == 2 and campaign["workload"] == "competing" and campaign["sizes"] == [70_000]
+    assert rec.meta["format"] == 2 and rec.meta["flows"] == []
 
 
 def test_load_rejects_a_directory_that_is_not_a_campaign(tmp_path):
@@ -174,9 +179,9 @@ def test_csv_comparison_by_hand(full):
 
 def test_summary_json(full):
     document = json.loads((full / "summary.json").read_text())
-    assert document["format"] == 1
+    assert document["format"] == 2
     assert document["campaign"]["scenario"] == "competing"
-    assert document["columns"] == COLUMNS
+    assert document["columns"] == columns_of(ANALYSIS)
     assert len(document["rows"]) == 12
     assert document["rows"][0]["fct_diff_s"] is None and document["rows"][1]["fct_significant"] is True
 
@@ -192,7 +197,7 @@ def test_no_competing_flow_leaves_fairness_empty(tmp_path):
 def test_single_repetition_has_no_intervals(tmp_path):
     root = make_campaign(tmp_path / "c", sizes=(70_000,), profiles=("dsl",), reps=1)
     campaign, records = load_campaign(root)
-    write_summary(root, campaign, records)
+    write_summary(root, campaign, records, ANALYSIS)
     _, rows = read_csv(root / "summary.csv")
     for row in rows:
         assert row["fct_ci_low_s"] == row["fct_ci_high_s"] == "" and row["anova_fct_p"] == ""
@@ -248,7 +253,7 @@ def test_only_the_baseline(tmp_path):
 
 def test_format_table(full):
     rows = json.loads((full / "summary.json").read_text())["rows"]
-    lines = format_table(rows).splitlines()
+    lines = format_table(rows, ANALYSIS).splitlines()
     assert lines[0].split()[:3] == ["profile", "size", "variant"]
     body = [line for line in lines[2:] if line.startswith(("dsl", "lte"))]
     assert len(body) == 12
@@ -259,20 +264,22 @@ def test_format_table(full):
 def test_verdicts():
     row = {"fct_diff_s": -0.3, "fct_significant": True, "fct_within_one_rtt": False,
            "loss_diff_pkts": 2.0, "loss_significant": False}
-    assert verdict(row, "fct") == "better" and verdict(row, "loss") == "not_significant"
-    assert verdict({**row, "fct_within_one_rtt": True}, "fct") == "same_rtt"
-    assert verdict({**row, "fct_diff_s": 0.3}, "fct") == "worse"
-    assert verdict({**row, "fct_diff_s": None}, "fct") is None
+    assert verdict(row, FCT) == "better" and verdict(row, LOSS) == "not_significant"
+    assert verdict({**row, "fct_within_one_rtt": True}, FCT) == "same_rtt"
+    assert verdict({**row, "fct_diff_s": 0.3}, FCT) == "worse"
+    assert verdict({**row, "fct_diff_s": None}, FCT) is None
 
 
 def test_median_fct_run_takes_the_lower_middle():
-    runs = [{"run_id": str(i), "short": {"fct_s": fct}} for i, fct in enumerate([3.0, 1.0, 4.0, 2.0])]
-    assert median_fct_run(runs)["run_id"] == "3"  # FCT 2.0 of 1, 2, 3, 4
+    runs = [RunRecord(run_id=str(i), profile="p", size_bytes=1, variant="v", rep=i, sweep={}, rtt_s=0.05,
+                      rate_bps=1e6, mtu=1500, meta={}, metrics={"short": {"fct_s": fct}})
+            for i, fct in enumerate([3.0, 1.0, 4.0, 2.0])]
+    assert median_fct_run(runs).run_id == "3"  # FCT 2.0 of 1, 2, 3, 4
 
 
 def test_cdf_figure_labels_every_panel(full):
     _, records = load_campaign(full)
-    rows = [(s, [r for r in records if r["profile"] == "dsl" and r["size_bytes"] == s]) for s in (70_000, 2_000_000)]
+    rows = [(s, [r for r in records if r.profile == "dsl" and r.size_bytes == s]) for s in (70_000, 2_000_000)]
     variants = ["slowstart", "blitz", "cautious"]
     fig = cdf_figure("dsl", rows, variants, variant_colours(variants), "slowstart")
     axes = fig.get_axes()
@@ -292,5 +299,5 @@ def test_missing_inflation_is_left_out_of_the_mean(tmp_path):
     metrics["short"]["inflation"] = None
     metrics_file.write_text(json.dumps(metrics))
     campaign, records = load_campaign(root)
-    [row] = write_summary(root, campaign, records)
+    [row] = write_summary(root, campaign, records, ANALYSIS)
     assert row["inflation_mean"] == pytest.approx((70_000 + 2 * 1448) / 70_000)  # rep 1 lost 2 packets

@@ -2,7 +2,8 @@
 import pytest
 
 from machine.errors import UserError
-from scenarios.spec import apply_overrides, format_size, list_scenarios, load_scenario, parse_size
+from config.sizes import parse_size, size_label as format_size
+from scenarios.spec import apply_overrides, list_scenarios, load_scenario
 
 
 @pytest.mark.parametrize("text,value", [("70KB", 70_000), ("2MB", 2_000_000), ("10MB", 10_000_000),
@@ -137,7 +138,7 @@ def test_sweep_is_a_dimension_of_the_run_matrix(tmp_path):
     run = next(r for r in runs if r.sweep == ("long_load", 0.5) and r.variant == "cubic-iw64" and r.rep == 2)
     assert run.run_id == "dsl-fast_70KB_long_load-0.5_cubic-iw64_r02"
     params = sc.params_for(run)
-    assert params.long_load == 0.5 and params.long_streams == 4 and sc.workload_params.long_load == 0
+    assert params["long_load"] == 0.5 and params["long_streams"] == 4 and sc.workload_params["long_load"] == 0
     unswept = load_scenario(write(tmp_path, GOOD))
     assert unswept.sweep is None and all(r.sweep is None for r in unswept.runs())
     assert unswept.runs()[0].run_id.count("_") == 3   # run ids without a sweep are unchanged

@@ -1,7 +1,7 @@
 """The first-flight and pacing checks the on-the-wire tests share (tests/wire.py), on
 synthetic flights: a correct pacer whose timer fires late passes, a burst, pacing at the
 wrong rate and slow start fail."""
-from wire import KERNEL_UNPACED, Packet, paced_flight, pacing_span_ok
+from wiretrace import KERNEL_UNPACED, Packet, paced_flight, pacing_span_ok
 
 RTT = 0.040
 

@@ -21,10 +21,10 @@ import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from machine import binaries, capabilities
 from machine.errors import UserError
 from topologies.shell import check_cmd
 
-REPO = Path(__file__).resolve().parents[1]
 BUFFER_FACTOR = 1.5                 # buffer ≥ 1.5 × bandwidth-delay product
 NETEM_MIN_LIMIT = 1000              # netem's own default limit (packets)
 RING_FLOOR_BYTES = 8 << 20          # bursts before the tbf settles exceed the BDP
@@ -93,38 +93,19 @@ def rps_mask(cpu: int) -> str:
 
 # -- machine probes ----------------------------------------------------------------------
 
-def kernel_has_netem() -> bool:
-    """Whether sch_netem is loaded, built in, or loadable."""
-    try:
-        if any(line.split()[0] == "sch_netem" for line in Path("/proc/modules").read_text().splitlines()
-               if line.strip()):
-            return True
-    except OSError:
-        pass
-    if Path("/sys/module/sch_netem").exists():
-        return True
-    try:
-        probe = subprocess.run(["modprobe", "-n", "sch_netem"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
-
-
 def delayline_binary() -> Path | None:
     """The built delay-line binary, or None if it has not been built."""
-    path = REPO / "target" / "release" / "startlab-delayline"
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    return binaries.delayline()
 
 
-BUILD_HINT = "build it with: cargo build --release -p startlab-delayline"
+BUILD_HINT = binaries.BUILD_HINT
 
 
 def choose_backend(preference: str = "auto") -> "DelayBackend":
     """The delay backend to use; UserError saying why when the wanted one is unavailable."""
     if preference not in ("auto", "netem", "delayline"):
         raise UserError(f"unknown delay backend {preference!r}: use auto, netem or delayline")
-    netem = kernel_has_netem()
+    netem = capabilities.probe_qdisc("netem")
     binary = delayline_binary()
     if preference == "netem":
         if not netem:
@@ -133,7 +114,7 @@ def choose_backend(preference: str = "auto") -> "DelayBackend":
         return NetemDelay()
     if preference == "delayline":
         if binary is None:
-            raise UserError(f"delay backend 'delayline' unavailable: {REPO}/target/release/"
+            raise UserError(f"delay backend 'delayline' unavailable: {binaries.RELEASE}/"
                             f"startlab-delayline is not built; {BUILD_HINT}")
         return DelayLine(binary)
     if netem:

@@ -19,10 +19,12 @@ from mininet.nodelib import LinuxBridge
 
 from machine import registry
 from machine.capabilities import require_root, switch_kind
-from machine.errors import UserError
-from topologies import bottleneck, delay
-from topologies.path import PathNames, PathTopo, TOPOLOGIES, CLIENT_NET, SERVER_NET, GATEWAY_HOST
+from topologies import delay, endhosts
+from topologies.endhosts import EndHostDefaults
+from topologies.names import PathNames, TOPOLOGIES
+from topologies.path import PathTopo
 from topologies.profiles import LinkProfile
+from topologies.shapers import Queue, Shaper, Tbf
 from topologies.shell import check_cmd
 
 log = logging.getLogger("startlab.network")
@@ -36,7 +38,8 @@ class Network:
     """
 
     def __init__(self, profile: LinkProfile, workdir: Path, *, pairs: int = 2,
-                 delay_backend: str = "auto", offload: bool | None = None):
+                 delay_backend: str = "auto", offload: bool | None = None, shaper: Shaper | None = None,
+                 defaults: EndHostDefaults | None = None):
         self.profile = profile
         self.workdir = Path(workdir)
         self.pairs = pairs
@@ -44,11 +47,13 @@ class Network:
         # Packet-exact captures need one MTU per packet on the wire; profiles made for
         # rate ceilings turn segmentation offloads on.
         self.offload = profile.offload if offload is None else offload
+        self.shaper = shaper or Tbf()
+        self.defaults = defaults or EndHostDefaults()
         self.instance: registry.Instance | None = None
         self.names: PathNames | None = None
         self.net: Mininet | None = None
         self.delays: list[tuple[str, delay.DelayBackend]] = []
-        self.tbfs: list[bottleneck.TbfSettings] = []
+        self.queues: list[Queue] = []
         self.delay_stats: list[dict] = []
         self.timings: dict[str, float] = {}
 
@@ -88,8 +93,9 @@ class Network:
                 if intf.name != "lo":
                     self.instance.add_link(intf.name)
         self.net.start()
-        self._configure_hosts()
-        self._configure_routes()
+        self._configure_interfaces()
+        self._configure_routers()
+        self._configure_end_hosts()
         self._configure_neighbours()
         self._configure_bottlenecks()
         self._configure_delays(backends)
@@ -119,10 +125,28 @@ class Network:
     def host(self, name: str) -> Host:
         return self.net.get(name)
 
-    @property
-    def bottleneck_router(self) -> str:
-        """Router whose eth0 queue is the downstream bottleneck next to the servers."""
-        return self.names.router(self.names.routers)
+    @staticmethod
+    def check(node, command: str) -> str:
+        """Run a configuration command in a node; an error if it fails."""
+        return check_cmd(node, command)
+
+    def gateway_of(self, node_name: str) -> str:
+        return self.names.gateway(self.names.side_of(node_name))
+
+    def queue(self, direction: str) -> Queue:
+        """The bottleneck queue of `direction` nearest the side that sends it: 'down' next to
+        the servers (the one the competing flows share), 'up' next to the clients."""
+        hop = self.names.routers - 1 if direction == "down" else 1
+        return next(q for q in self.queues if q.direction == direction and q.hop == hop)
+
+    def capture_points(self) -> dict[str, tuple[str, str]]:
+        """(node, interface) of the standard capture points: the clients' uplink (what the
+        clients receive, as the paper measured fairness) and both sides of the downstream
+        bottleneck queue (what arrived at it, what it let through)."""
+        down = self.queue("down")
+        first = self.names.router(1)
+        return {"client": (first, self.names.facing(first, "client")),
+                "bneck-in": down.before, "bneck-out": down.after}
 
     def applied(self) -> dict:
         """The link parameters actually applied, for meta.json."""
@@ -130,18 +154,33 @@ class Network:
             "profile": self.profile.as_dict(),
             "topology": self.profile.topology,
             "prefix": self.names.prefix if self.names else None,
-            "tbf": [t.as_dict() for t in self.tbfs],
+            "shaper": self.shaper.name,
+            "queues": [q.as_dict() for q in self.queues],
             "delay_backend": self.delay_backend_name,
             "one_way_delay_s_per_core": self.profile.one_way_delay_s(self.names.routers - 1),
             "offload": self.offload,
+            "end_hosts": self.defaults.as_dict(),
         }
 
     @property
     def delay_backend_name(self) -> str | None:
         return self.delays[0][1].name if self.delays else None
 
+    def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
+        """Sent bytes/packets and drops of each queue of `direction` so far (interface → counters)."""
+        return {q.intf: self.shaper.counters(self, q) for q in self.queues if q.direction == direction}
+
+    def queue_drops(self) -> dict[str, int]:
+        """Drops counted by each queue so far (interface → packets)."""
+        return {q.intf: self.shaper.counters(self, q)["dropped"] for q in self.queues}
+
+    def delay_snapshot(self) -> list[dict]:
+        """Cumulative counters of every delay element so far (see DelayBackend.snapshot)."""
+        return [{"core": name, **element.snapshot()} for name, element in self.delays
+                if hasattr(element, "snapshot")]
+
     # -- configuration steps ----------------------------------------------------------
-    def _configure_hosts(self) -> None:
+    def _configure_interfaces(self) -> None:
         off = "on" if self.offload else "off"
         for node in self.net.hosts:
             check_cmd(node, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
@@ -152,23 +191,6 @@ class Network:
                 check_cmd(node, f"ethtool -K {intf.name} tso {off} gso {off} gro {off} >/dev/null")
                 check_cmd(node, f"ip link set {intf.name} up mtu {self.profile.mtu}")
                 delay.set_single_cpu_rps(node, intf.name, self._rps_cpu(intf.name))
-        n = self.names
-        for name in n.clients() + n.servers():
-            # Socket buffers that never cap a window on the profiles' BDPs plus buffers
-            # (lab-1g: 2.5 MB BDP + 2.5 MB queue); tcp_rmem/wmem are per namespace.
-            check_cmd(self.host(name), "sysctl -qw net.ipv4.tcp_rmem='4096 131072 67108864' "
-                                      "net.ipv4.tcp_wmem='4096 16384 67108864' "
-                                      "net.ipv4.tcp_no_metrics_save=1")
-        for i in range(1, n.pairs + 1):
-            check_cmd(self.host(n.client(i)), f"ip addr add {n.client_ip(i)}/24 dev {n.client(i)}-eth0")
-            check_cmd(self.host(n.server(i)), f"ip addr add {n.server_ip(i)}/24 dev {n.server(i)}-eth0")
-        for k in range(1, n.routers + 1):
-            r = self.host(n.router(k))
-            check_cmd(r, "sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0")
-            west = f"{CLIENT_NET}.{GATEWAY_HOST}/24" if k == 1 else f"{n.segment_ip(k - 1, 2)}/24"
-            east = f"{SERVER_NET}.{GATEWAY_HOST}/24" if k == n.routers else f"{n.segment_ip(k, 1)}/24"
-            check_cmd(r, f"ip addr add {west} dev {n.router(k)}-eth0")
-            check_cmd(r, f"ip addr add {east} dev {n.router(k)}-eth1")
         for sw in self.net.switches:
             for intf in sw.intfList():
                 if intf.name != "lo":
@@ -187,20 +209,31 @@ class Network:
         if (os.cpu_count() or 1) < 2:
             return 0
         n = self.names
-        client_side = (f"{n.prefix}cl", n.switch("client") + "-", n.router(1) + "-", n.core(1) + "-eth0")
+        client_side = (n.client(""), n.switch("client") + "-", n.router(1) + "-", n.core_intf(1, "client"))
         return 0 if intf.startswith(client_side) else 1
 
-    def _configure_routes(self) -> None:
+    def _configure_routers(self) -> None:
         n = self.names
-        for i in range(1, n.pairs + 1):
-            check_cmd(self.host(n.client(i)), f"ip route add default via {CLIENT_NET}.{GATEWAY_HOST}")
-            check_cmd(self.host(n.server(i)), f"ip route add default via {SERVER_NET}.{GATEWAY_HOST}")
         for k in range(1, n.routers + 1):
             r = self.host(n.router(k))
+            check_cmd(r, "sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0")
+            west = f"{n.gateway('client')}/24" if k == 1 else f"{n.segment_ip(k - 1, 2)}/24"
+            east = f"{n.gateway('server')}/24" if k == n.routers else f"{n.segment_ip(k, 1)}/24"
+            check_cmd(r, f"ip addr add {west} dev {n.facing(n.router(k), 'client')}")
+            check_cmd(r, f"ip addr add {east} dev {n.facing(n.router(k), 'server')}")
             if k > 1:
-                check_cmd(r, f"ip route add {CLIENT_NET}.0/24 via {n.segment_ip(k - 1, 1)}")
+                check_cmd(r, f"ip route add {n.subnet('client')} via {n.segment_ip(k - 1, 1)}")
             if k < n.routers:
-                check_cmd(r, f"ip route add {SERVER_NET}.0/24 via {n.segment_ip(k, 2)}")
+                check_cmd(r, f"ip route add {n.subnet('server')} via {n.segment_ip(k, 2)}")
+
+    def _configure_end_hosts(self) -> None:
+        """Addresses, then the declared defaults on every end host: nothing inherited."""
+        n = self.names
+        for i in range(1, n.pairs + 1):
+            check_cmd(self.host(n.client(i)), f"ip addr add {n.client_ip(i)}/24 dev {n.host_intf(n.client(i))}")
+            check_cmd(self.host(n.server(i)), f"ip addr add {n.server_ip(i)}/24 dev {n.host_intf(n.server(i))}")
+        for name in n.clients() + n.servers():
+            endhosts.apply(self.host(name), self.defaults, self.gateway_of(name), self.instance)
 
     def _configure_neighbours(self) -> None:
         """Static ARP entries: no ARP exchange delays the first packet of a run."""
@@ -219,35 +252,17 @@ class Network:
                     check_cmd(node, f"ip neigh replace {peer_ip} lladdr {peer_mac} dev {intf} nud permanent")
 
     def _configure_bottlenecks(self) -> None:
-        n = self.names
-        for k in range(1, n.routers):
-            # Each router-core-router hop: 'up' queue on the west router's eth1,
-            # 'down' queue on the east router's eth0.
-            for router, intf, direction in ((n.router(k), f"{n.router(k)}-eth1", "up"),
-                                            (n.router(k + 1), f"{n.router(k + 1)}-eth0", "down")):
-                settings = bottleneck.tbf_for(self.profile, router, intf, direction)
-                check_cmd(self.host(router), " ".join(settings.command()))
-                self.tbfs.append(settings)
+        for k in range(1, self.names.routers):
+            for direction in ("up", "down"):
+                self.queues.append(self.shaper.install(self, self.names, self.profile, k, direction))
 
     def _configure_delays(self, backends: list[delay.DelayBackend]) -> None:
         n = self.names
         one_way = self.profile.one_way_delay_s(n.routers - 1)
         for k, element in zip(range(1, n.routers), backends):
             core = self.host(n.core(k))
-            element.start(core, f"{n.core(k)}-eth0", f"{n.core(k)}-eth1",
+            element.start(core, n.core_intf(k, "client"), n.core_intf(k, "server"),
                           one_way, one_way, self.profile.rate_bps("up"), self.profile.rate_bps("down"),
                           self.workdir / f"delay-{n.core(k)}", self.instance)
             self.delays.append((n.core(k), element))
         self.timings["delay_started"] = time.monotonic()
-
-    def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
-        """Sent bytes/packets and drops of each tbf of `direction` ('down' or 'up') so far."""
-        return {t.intf: bottleneck.tbf_counters(self.host(t.node).cmd(f"tc -s qdisc show dev {t.intf}"))
-                for t in self.tbfs if t.direction == direction}
-
-    def queue_drops(self) -> dict[str, int]:
-        """Drops counted by each tbf so far (interface → packets)."""
-        out = {}
-        for t in self.tbfs:
-            out[t.intf] = bottleneck.tbf_drops(self.host(t.node).cmd(f"tc -s qdisc show dev {t.intf}"))
-        return out

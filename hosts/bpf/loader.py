@@ -25,12 +25,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from machine import registry
+from machine import binaries, registry
 from machine.capabilities import bpffs_mount, cgroup2_mount
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-OBJ_DIR = REPO / "target" / "bpf"
+OBJ_DIR = binaries.BPF_OBJECTS
 CC_OBJECT = OBJ_DIR / "stl_cc.bpf.o"
 SOCKOPS_OBJECT = OBJ_DIR / "stl_sockops.bpf.o"
 BPFFS = Path("/sys/fs/bpf")
@@ -49,6 +48,7 @@ CFG_SIZE = struct.calcsize(CFG_FORMAT)
 COUNTERS = ("syns_hinted", "hints_seen", "last_hint_kbps", "last_rtt_us", "last_cwnd", "cc_set", "errors")
 CLIENT_HINT, SERVER_BLITZ, SERVER_JS = 1 << 0, 1 << 1, 1 << 2
 CLIENT_QS, SERVER_QS = 1 << 3, 1 << 4
+PACE = 1 << 5
 
 # struct stl_qs_host (stl_common.h): the rate code, then the counters.
 QS_HOST_FORMAT = "<14I"

@@ -20,6 +20,7 @@
 #define STL_SERVER_JS (1u << 2)    /* give accepted sockets the Jump Start CC */
 #define STL_CLIENT_QS (1u << 3)    /* echo Quick-Start requests in TCP option 27 */
 #define STL_SERVER_QS (1u << 4)    /* check echoes, start approved sockets with cfg.cc */
+#define STL_PACE (1u << 5)         /* kernel pacing for every connection (linux-tcp pacing) */
 
 #define STL_CC_NAME_LEN 16
 

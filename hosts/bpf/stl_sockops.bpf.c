@@ -12,6 +12,9 @@
  *  - Jump Start server: gives accepted sockets the Jump Start congestion control and
  *    a send buffer large enough that the whole response can be queued before the
  *    first segment leaves (D is what is queued then).
+ *  - Paced kernel TCP: gives every connection a maximum pacing rate, which turns on the
+ *    kernel's internal pacing (at tcp_pacing_ss_ratio / tcp_pacing_ca_ratio of cwnd/RTT;
+ *    the cap itself, ~34 Gbit/s, never binds).
  *  - Quick-Start client: echoes the request its SYN-ACK arrived with (recorded by the
  *    tc program stl_qs_receiver) in TCP option 27 on the handshake's ACK.
  *  - Quick-Start server: checks that echo against the request its tc program
@@ -30,6 +33,9 @@
 
 #define SOL_SOCKET 1
 #define SO_SNDBUF 7
+#define SO_MAX_PACING_RATE 47
+/* A 32-bit ~0 means "unlimited" (no pacing) to the kernel; one less is a real cap. */
+#define STL_PACING_CAP 0xfffffffeu
 #define SOL_TCP 6
 #define TCP_CONGESTION 13
 #define TCP_SAVE_SYN 27
@@ -297,6 +303,15 @@ int stl_sockops(struct bpf_sock_ops *skops)
 	if (skops->op == BPF_SOCK_OPS_TCP_LISTEN_CB && (cfg->flags & STL_SERVER_BLITZ)) {
 		if (bpf_setsockopt(skops, SOL_TCP, TCP_SAVE_SYN, &one, sizeof(one)))
 			__sync_fetch_and_add(&cfg->errors, 1);
+	}
+	if ((cfg->flags & STL_PACE) && (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB ||
+					skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB)) {
+		__u32 cap = STL_PACING_CAP;
+
+		if (bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &cap, sizeof(cap)))
+			__sync_fetch_and_add(&cfg->errors, 1);
+		else
+			__sync_fetch_and_add(&cfg->cc_set, 1);
 	}
 	if (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 		if (cfg->flags & STL_SERVER_BLITZ)

@@ -9,32 +9,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from config.params import Param, resolve
+from topologies.endhosts import EndHostDefaults
+
 ROLES = ("server", "client", "router")
 
-
-@dataclass
-class Param:
-    """A parameter with its default and accepted values (for validation and `list variants`)."""
-    default: object
-    help: str
-    choices: tuple | None = None
-    low: float | None = None
-    high: float | None = None
-
-    def check(self, value) -> str | None:
-        """None if `value` is acceptable, else what is wrong with it."""
-        if self.choices is not None:
-            return None if value in self.choices else f"'{value}' is not one of: {', '.join(map(str, self.choices))}"
-        if isinstance(self.default, bool):
-            return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
-        if isinstance(self.default, (int, float)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return f"expected a number, got {value!r}"
-            if self.low is not None and value < self.low:
-                return f"{value} is below the minimum {self.low}"
-            if self.high is not None and value > self.high:
-                return f"{value} is above the maximum {self.high}"
-        return None
+__all__ = ["ROLES", "Param", "InstallContext", "Declared", "Implementation"]
 
 
 @dataclass
@@ -45,7 +25,21 @@ class InstallContext:
     rate_bps: float = 0.0              # the profile's bottleneck rate (for hints)
     rtt_s: float = 0.0
     instance: object = None            # the registry entry that records what we change
-    extra: dict = field(default_factory=dict)
+    defaults: EndHostDefaults = field(default_factory=EndHostDefaults)   # what to put back
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a sender with this part claims its connections run, checked against the kernel
+    (congestion control) and the wire (first flight) in every run.
+
+    cc: acceptable congestion control names; a startlab BPF one by its kind ('blitz'),
+        the instance prefix left out. iw: the initial window in segments, or None where the
+        scheme sizes its first flight itself (Jump Start, Blitzstart, approved Quick-Start):
+        its wire tests check that, a run records it.
+    """
+    cc: tuple[str, ...]
+    iw: int | None
 
 
 class Implementation(ABC):
@@ -58,16 +52,7 @@ class Implementation(ABC):
 
     def resolve(self, given: dict) -> dict:
         """Defaults filled in; unknown names raise KeyError, bad values ValueError."""
-        for key in given:
-            if key not in self.params:
-                raise KeyError(key)
-        out = {k: p.default for k, p in self.params.items()}
-        for key, value in given.items():
-            problem = self.params[key].check(value)
-            if problem:
-                raise ValueError(f"{key}: {problem}")
-            out[key] = value
-        return out
+        return resolve(self.params, given)
 
     @abstractmethod
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
@@ -76,6 +61,10 @@ class Implementation(ABC):
     @abstractmethod
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         """Take everything `install` put into `node` away again."""
+
+    def declares(self, role: str, params: dict, defaults: EndHostDefaults) -> Declared | None:
+        """What connections sent from a node with this part run (None: not a sender part)."""
+        return None
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         """What this scheme's part in `node` counted so far (None: it keeps no counters).

@@ -14,7 +14,8 @@ that the advertised window does not cap D (the defaults cap it near 64 KB).
 from __future__ import annotations
 
 from hosts.bpf import loader
-from hosts.implementations.base import Implementation, InstallContext, Param
+from hosts.implementations.base import Declared, Implementation, InstallContext, Param
+from topologies import endhosts
 from topologies.shell import check_cmd
 
 SAVED = "_stl_rwnd_saved"          # attribute on the Mininet node: what install changed
@@ -22,7 +23,7 @@ RCVBUF_DEFAULT = 8 << 20
 IRW_DEFAULT = 2000
 
 
-def open_receive_window(node, gateway: str, rcvbuf: int, irw: int) -> None:
+def open_receive_window(node, ctx: InstallContext, rcvbuf: int, irw: int) -> None:
     """A receiver whose first advertised window is irw segments, not the ~64 KB default.
 
     The initial window is min(receive buffer space, route initrwnd × MSS), and the
@@ -33,15 +34,15 @@ def open_receive_window(node, gateway: str, rcvbuf: int, irw: int) -> None:
     if getattr(node, SAVED, None) is None:
         setattr(node, SAVED, {"tcp_rmem": " ".join(rmem)})
     check_cmd(node, f"sysctl -qw net.ipv4.tcp_rmem='{rmem[0]} {rcvbuf} {max(int(rmem[2]), rcvbuf)}'")
-    check_cmd(node, f"ip route change default via {gateway} initrwnd {irw}")
+    endhosts.set_route(node, ctx.gateway, ctx.defaults.iw, irw)
 
 
-def restore_receive_window(node, gateway: str) -> None:
+def restore_receive_window(node, ctx: InstallContext) -> None:
     saved = getattr(node, SAVED, None)
     if saved is not None:
         check_cmd(node, f"sysctl -qw net.ipv4.tcp_rmem='{saved['tcp_rmem']}'")
         delattr(node, SAVED)
-    check_cmd(node, f"ip route change default via {gateway}")
+    endhosts.set_route(node, ctx.gateway, ctx.defaults.iw)
 
 
 class JumpStart(Implementation):
@@ -55,7 +56,8 @@ class JumpStart(Implementation):
                         low=65536, high=1 << 30),
         "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer (tcp_rmem default) in bytes",
                         low=65536, high=1 << 30),
-        "irw": Param(IRW_DEFAULT, "client: initial receive window in segments (route initrwnd)", low=10, high=100000),
+        "irw": Param(IRW_DEFAULT, "client: initial receive window in segments (route initrwnd)", low=10, high=100000,
+                     integer=True),
     }
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
@@ -64,10 +66,14 @@ class JumpStart(Implementation):
                                        cc=loader.cc_name(ctx.instance, f"js_{params['base_cc']}"))
             loader.set_node(ctx.instance, node, config)
             return
-        open_receive_window(node, ctx.gateway, int(params["rcvbuf"]), int(params["irw"]))
+        open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         if role == "server":
             loader.clear_node(ctx.instance, node)
             return
-        restore_receive_window(node, ctx.gateway)
+        restore_receive_window(node, ctx)
+
+    def declares(self, role, params, defaults) -> Declared | None:
+        # D = min(rwnd, queued) is the first flight: sized at run time, checked by the wire tests.
+        return Declared(cc=(f"js_{params['base_cc']}",), iw=None) if role == "server" else None

@@ -1,43 +1,56 @@
-"""The kernel's own TCP: congestion control per namespace and initial windows per route.
+"""The kernel's own TCP: congestion control per namespace, initial windows per route, and
+optionally the kernel's internal pacing.
 
-This is how the baselines (CUBIC/Reno with IW3 or IW10, BBR, IW32) are made: the
-namespace's default congestion control is a per-namespace sysctl, and the initial
-congestion/receive windows are route attributes, so nothing leaks to other hosts.
+This is how the baselines (CUBIC/Reno with IW3 or IW10, BBR, IW32, paced IW32) are made:
+the namespace's default congestion control and pacing ratios are per-namespace sysctls and
+the initial congestion/receive windows are route attributes, so nothing leaks to other
+hosts. Pacing needs a socket with a maximum pacing rate (SO_MAX_PACING_RATE), which the
+applications do not set: startlab's sock_ops program sets it on every connection of the
+node, after which the kernel paces at tcp_pacing_ss_ratio % of cwnd/RTT in slow start
+and tcp_pacing_ca_ratio % in congestion avoidance (133 % spreads a window over three
+quarters of an RTT, as Google QUIC does). The kernel sends the first 10 segments of a
+connection unpaced — QUIC's initial burst of 10.
 """
 from __future__ import annotations
 
-from machine.kernel_cc import allow_congestion_control
-from topologies.shell import check_cmd
-from hosts.implementations.base import Implementation, InstallContext, Param
+from hosts.bpf import loader
+from hosts.implementations.base import Declared, Implementation, InstallContext, Param
+from topologies import endhosts
 
 KERNEL_CCS = ("cubic", "reno", "bbr")
-DEFAULT_CC = "cubic"
 
 
 class LinuxTcp(Implementation):
     name = "linux-tcp"
-    summary = "the kernel's TCP with a chosen congestion control and initial windows"
+    summary = "the kernel's TCP with a chosen congestion control, initial windows and pacing"
     roles = ("server", "client")
     params = {
-        "cc": Param(DEFAULT_CC, "congestion control (namespace default)", choices=KERNEL_CCS),
-        "iw": Param(10, "initial congestion window in segments (route initcwnd)", low=1, high=1000),
+        "cc": Param("cubic", "congestion control (namespace default)", choices=KERNEL_CCS),
+        "iw": Param(10, "initial congestion window in segments (route initcwnd)", low=1, high=1000,
+                    integer=True),
         "irw": Param(0, "initial receive window in segments (route initrwnd; 0 = kernel default)",
-                     low=0, high=1000),
+                     low=0, high=1000, integer=True),
+        "pacing": Param(False, "pace every connection with the kernel's internal pacing"),
+        "pacing_ss_ratio": Param(200, "pacing rate in slow start, % of cwnd/RTT (tcp_pacing_ss_ratio)",
+                                 low=1, high=1000, integer=True),
+        "pacing_ca_ratio": Param(120, "pacing rate in congestion avoidance, % of cwnd/RTT (tcp_pacing_ca_ratio)",
+                                 low=1, high=1000, integer=True),
     }
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
-        available = node.cmd("cat /proc/sys/net/ipv4/tcp_available_congestion_control").split()
-        if params["cc"] not in available:
-            raise RuntimeError(f"congestion control '{params['cc']}' is not available in this kernel "
-                               f"(available: {', '.join(available)})")
-        allow_congestion_control(params["cc"], ctx.instance)
-        check_cmd(node, f"sysctl -qw net.ipv4.tcp_congestion_control={params['cc']}")
-        attrs = f"initcwnd {int(params['iw'])}"
-        if params["irw"]:
-            attrs += f" initrwnd {int(params['irw'])}"
-        check_cmd(node, f"ip route change default via {ctx.gateway} {attrs}")
+        endhosts.set_congestion_control(node, params["cc"], ctx.instance)
+        endhosts.set_pacing_ratios(node, params["pacing_ss_ratio"], params["pacing_ca_ratio"])
+        endhosts.set_route(node, ctx.gateway, params["iw"], params["irw"] or None)
+        if params["pacing"]:
+            loader.set_node(ctx.instance, node, loader.NodeConfig(flags=loader.PACE))
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
-        allow_congestion_control(DEFAULT_CC, ctx.instance)
-        check_cmd(node, f"sysctl -qw net.ipv4.tcp_congestion_control={DEFAULT_CC}")
-        check_cmd(node, f"ip route change default via {ctx.gateway}")
+        if params.get("pacing"):
+            loader.clear_node(ctx.instance, node)
+        d = ctx.defaults
+        endhosts.set_congestion_control(node, d.cc, ctx.instance)
+        endhosts.set_pacing_ratios(node, d.pacing_ss_ratio, d.pacing_ca_ratio)
+        endhosts.set_route(node, ctx.gateway, d.iw)
+
+    def declares(self, role, params, defaults) -> Declared | None:
+        return Declared(cc=(params["cc"],), iw=int(params["iw"])) if role == "server" else None

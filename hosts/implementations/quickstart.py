@@ -22,13 +22,14 @@ and one state map per interface; counters via router_counters().
 """
 from __future__ import annotations
 
-from analysis.quickstart import bps_to_code
 from hosts.bpf import loader
-from hosts.implementations.base import Implementation, InstallContext, Param
+from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from hosts.implementations.jumpstart import (IRW_DEFAULT, RCVBUF_DEFAULT, open_receive_window,
                                              restore_receive_window)
 from hosts.implementations.linux_tcp import LinuxTcp
+from topologies.names import PathNames
 from topologies.shell import check_cmd
+from wire.quickstart import bps_to_code
 
 POLICIES = ("link", "access", "fixed")
 
@@ -57,7 +58,8 @@ def request_code(policy: str, params: dict, path_rate_bps: float) -> int:
 
 
 def router_interface(node) -> str:
-    return f"{node.name}-eth0"
+    """Where the data and the SYN-ACKs leave a router toward the clients."""
+    return PathNames.egress(node.name, "down")
 
 
 def router_counters(ctx: InstallContext, node) -> dict | None:
@@ -72,17 +74,20 @@ class QuickStart(Implementation):
     params = {
         "base_cc": Param("reno", "server: congestion control (and the one after the Quick-Start RTT)",
                          choices=("reno", "cubic")),
-        "iw": Param(3, "server: initial window in segments when Quick-Start is not approved", low=1, high=100),
+        "iw": Param(3, "server: initial window in segments when Quick-Start is not approved", low=1, high=100,
+                    integer=True),
         "request": Param("link", "server: request policy", choices=POLICIES),
         "rate_mbps": Param(5.12, "server: the request under the 'fixed' policy", low=0.08, high=1310.72),
         "access_mbps": Param(1000.0, "server: its access-link rate, requested under 'access'",
                              low=0.08, high=100000.0),
         "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer in bytes", low=65536, high=1 << 30),
-        "irw": Param(IRW_DEFAULT, "client: initial receive window in segments", low=10, high=100000),
+        "irw": Param(IRW_DEFAULT, "client: initial receive window in segments", low=10, high=100000,
+                     integer=True),
         "capacity_mbps": Param(0.0, "router: egress capacity (0 = the profile's rate)", low=0.0, high=100000.0),
         "interval_ms": Param(150.0, "router: measurement interval s", low=1.0, high=10000.0),
-        "n_intervals": Param(5, "router: N, intervals of the peak utilisation", low=1, high=7),
-        "approval_intervals": Param(2, "router: intervals recent approvals are summed over", low=1, high=8),
+        "n_intervals": Param(5, "router: N, intervals of the peak utilisation", low=1, high=7, integer=True),
+        "approval_intervals": Param(2, "router: intervals recent approvals are summed over", low=1, high=8,
+                                    integer=True),
         "qs_thresh": Param(0.9, "router: share of capacity Quick-Start may fill", low=0.0, high=1.0),
         "method": Param("peak", "router: utilisation estimate", choices=("peak", "ewma")),
         "ewma_weight": Param(0.5, "router: weight w of the moving average (per interval)", low=0.0, high=1.0),
@@ -101,13 +106,13 @@ class QuickStart(Implementation):
             return
         intf, ip = node_interface(node)
         if role == "server":
-            LinuxTcp().install(node, role, {"cc": params["base_cc"], "iw": params["iw"], "irw": 0}, ctx)
+            LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": params["base_cc"], "iw": params["iw"]}), ctx)
             cc = loader.cc_name(inst, f"qs_{params['base_cc']}")
             loader.set_node(inst, node, loader.NodeConfig(flags=loader.SERVER_QS, cc=cc))
             loader.qs_set_host(inst, ip, request_code(params["request"], params, ctx.rate_bps))
             loader.tc_attach(node, intf, "egress", loader.qs_host_program(inst, "server"))
         else:
-            open_receive_window(node, ctx.gateway, int(params["rcvbuf"]), int(params["irw"]))
+            open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))
             loader.set_node(inst, node, loader.NodeConfig(flags=loader.CLIENT_QS))
             loader.qs_set_host(inst, ip, 0)
             loader.tc_attach(node, intf, "ingress", loader.qs_host_program(inst, "client"))
@@ -127,6 +132,14 @@ class QuickStart(Implementation):
         loader.qs_clear_host(inst, ip)
         loader.clear_node(inst, node)
         if role == "server":
-            LinuxTcp().remove(node, role, params, ctx)
+            LinuxTcp().remove(node, role, LinuxTcp().resolve({"cc": params["base_cc"]}), ctx)
         else:
-            restore_receive_window(node, ctx.gateway)
+            restore_receive_window(node, ctx)
+
+    def declares(self, role, params, defaults) -> Declared | None:
+        # Approved: the Quick-Start CC with Equation 1's window (checked by the wire tests and
+        # per run in metrics.json); not approved: slow start from `iw` with `base_cc`. A run
+        # mixes both kinds of connection, so the first flight is not checked against `iw`.
+        if role != "server":
+            return None
+        return Declared(cc=(params["base_cc"], f"qs_{params['base_cc']}"), iw=None)

@@ -1,0 +1,354 @@
+"""Analysis of the competing-flows workload (Blitzstart §4, Table 1, Figs. 2-4).
+
+A run directory holds three captures:
+  cap-client.pcap     at the clients' uplink: what was delivered, and when;
+  cap-bneck-in.pcap   downstream packets before the bottleneck queue: what the
+                      servers sent, including every retransmission;
+  cap-bneck-out.pcap  the same packets after the queue: what the queue let through.
+The difference between the two bottleneck captures is exactly the set of packets the
+queue dropped, so losses are counted, not inferred.
+
+Per run: the short flow's FCT (client's first SYN to its last new data byte at the
+clients' switch), unique bytes, lost and retransmitted packets, transfer inflation; the
+long flow's bytes and losses; the fairness ratio (short ÷ long bytes while the short flow
+is active); the rolling one-RTT throughput of both; the time-sequence trace and Quick-Start
+block of the flow under test; each flow's first flight. Per cell: the Table-1 comparison
+with the baseline (FCT and loss), and the Quick-Start paper's ratios where requested.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from analysis import flows, plots, quickstart, stats, summary
+from analysis.packets import Capture, load
+from analysis.workloads.base import Compared, Plot, Row, Section, WorkloadAnalysis
+from config.sizes import size_label
+from machine.errors import UserError
+from results.campaign import RunRecord
+from results.schema import CAPTURE_FILES
+from wire.tcpip import TCPIP_HEADERS
+
+# The throughput series starts this long before the short flow's SYN, so a plot
+# shows the long flow alone first, and ends one window after its last byte.
+LEAD_S = 1.0
+STEP_S = 0.005
+MAX_SAMPLES = 5000
+# The time-sequence series keeps at most this many data segments (evenly strided, every
+# retransmission kept): enough to draw Scharf's Figs. 9-10, small enough for metrics.json.
+MAX_SEQ_POINTS = 1500
+
+
+# ---------------------------------------------------------------- per run, from the captures
+
+def _flow(cap: Capture, port: int) -> tuple[int, int] | None:
+    """(connection, direction from the server) of the largest connection on `port`."""
+    conn = flows.largest(cap.conns, flows.by_server_port(cap.conns, port))
+    if conn is None:
+        return None
+    return conn, flows.direction_from_port(cap.conns, conn, port)
+
+
+def _at_bottleneck(client: Capture, conn: int, port: int, bneck_in: Capture, bneck_out: Capture,
+                   mss: int) -> dict:
+    """Retransmissions, losses, sent volume and first flight of a flow, from the two
+    bottleneck captures (bneck-in is next to the servers: the senders' side)."""
+    j = flows.same_connection(client.conns, bneck_in.conns, conn)
+    if j is None:
+        raise UserError(f"{bneck_in.path}: the flow on port {port} seen at the client is missing here")
+    dj = flows.direction_from_port(bneck_in.conns, j, port)
+    k = flows.same_connection(client.conns, bneck_out.conns, conn)
+    dk = flows.direction_from_port(bneck_out.conns, k, port) if k is not None else 0
+    return {
+        "retx_pkts": flows.retransmitted_segments(bneck_in.conns, j, dj),
+        "lost_pkts": flows.segments_missing(bneck_in.packets, j, dj, bneck_out.packets, k, dk),
+        "sent_bytes": flows.sent_bytes(bneck_in.conns, j, dj),
+        "sent_unique_bytes": flows.delivered_bytes(bneck_in.conns, j, dj),
+        "first_flight": flows.first_flight(bneck_in.packets, j, dj, mss),
+    }
+
+
+def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] | None,
+                syn: float, end: float, rtt_s: float) -> dict:
+    first = float(client.packets["ts"][0]) if len(client.packets) else syn
+    t0 = max(first, syn - LEAD_S)
+    t1 = end + rtt_s
+    step = max(STEP_S, (t1 - t0) / MAX_SAMPLES)
+    at = np.arange(t0, t1 + step / 2, step)
+    pk = client.packets
+    short_mbps = flows.flow_rolling_mbps(pk, short[0], short[1], rtt_s, at)
+    long_mbps = flows.flow_rolling_mbps(pk, long[0] if long else None, long[1] if long else 0, rtt_s, at)
+    return {"t": np.round(at - syn, 6).tolist(), "short_mbps": np.round(short_mbps, 3).tolist(),
+            "long_mbps": np.round(long_mbps, 3).tolist(), "window_s": rtt_s}
+
+
+def _time_sequence(client: Capture, conn: int, port: int, bneck_in: Capture, syn: float) -> dict:
+    """Server → client data segments of the flow before the bottleneck queue (what the
+    sender sent, when — retransmissions included): time since the SYN and the segment's
+    last byte relative to the first data byte, decimated to MAX_SEQ_POINTS."""
+    j = flows.same_connection(client.conns, bneck_in.conns, conn)
+    if j is None:
+        return {"t": [], "seq": [], "retx": [], "stride": 1}
+    d = flows.direction_from_port(bneck_in.conns, j, port)
+    pk = bneck_in.packets
+    data = flows.flow_mask(pk, j, d) & (pk["payload"] > 0)
+    ts, seq = pk["ts"][data], pk["seq"][data].astype(np.int64)
+    retx = pk["retx"][data].astype(bool)
+    if ts.size == 0:
+        return {"t": [], "seq": [], "retx": [], "stride": 1}
+    end = (seq - int(seq[0])) % 2 ** 32 + pk["payload"][data]
+    stride = max(1, -(-ts.size // MAX_SEQ_POINTS))
+    keep = np.zeros(ts.size, dtype=bool)
+    keep[::stride] = True
+    keep[-1] = True
+    keep |= retx
+    return {"t": np.round(ts[keep] - syn, 6).tolist(), "seq": end[keep].astype(int).tolist(),
+            "retx": retx[keep].astype(int).tolist(), "stride": stride}
+
+
+def _counts(caps: dict[str, Capture]) -> dict:
+    keys = ("tcp_packets", "connections", "skipped_not_tcp", "skipped_short", "truncated_records")
+    return {name: {k: cap.packets.meta[k] for k in keys} for name, cap in caps.items()}
+
+
+def run_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
+    """Metrics of one run; `spec` = {"short": {"server_port", "size_bytes"},
+    "long": {"server_port"} or None, "rtt_s", "rate_bps"}. JSON-able result."""
+    run_dir = Path(run_dir)
+    for name in CAPTURE_FILES.values():
+        if not (run_dir / name).is_file():
+            raise UserError(f"capture missing: {run_dir / name}")
+    client, bneck_in, bneck_out = (load(run_dir / CAPTURE_FILES[k]) for k in ("client", "bneck-in", "bneck-out"))
+    rtt_s = float(spec["rtt_s"])
+
+    short_port = int(spec["short"]["server_port"])
+    short = _flow(client, short_port)
+    if short is None:
+        raise UserError(f"{client.path}: no connection to server port {short_port} (the short flow)")
+    sc, sd = short
+    syn = flows.syn_time(client.conns, sc)
+    if math.isnan(syn):
+        raise UserError(f"{client.path}: the short flow's SYN was not captured; cannot measure its FCT")
+    end = flows.last_new_data_time(client.packets, sc, sd)
+    if math.isnan(end):
+        raise UserError(f"{client.path}: the short flow on port {short_port} delivered no data")
+    delivered = flows.delivered_bytes(client.conns, sc, sd)
+    at_b = _at_bottleneck(client, sc, short_port, bneck_in, bneck_out, mss)
+    short_out = {
+        "fct_s": end - syn,
+        "bytes": delivered,
+        "complete": delivered >= int(spec["short"]["size_bytes"]),
+        "lost_pkts": at_b["lost_pkts"],
+        "retx_pkts": at_b["retx_pkts"],
+        "inflation": at_b["sent_bytes"] / at_b["sent_unique_bytes"] if at_b["sent_unique_bytes"] else None,
+        "syn_ts": syn,
+        "end_ts": end,
+    }
+    first_flights = {"short": at_b["first_flight"]}
+
+    long = None
+    long_out = None
+    fairness = None
+    if spec.get("long"):
+        long_port = int(spec["long"]["server_port"])
+        long = _flow(client, long_port)
+        if long is None:
+            raise UserError(f"{client.path}: no connection to server port {long_port} (the long flow)")
+        lc, ld = long
+        lb = _at_bottleneck(client, lc, long_port, bneck_in, bneck_out, mss)
+        long_out = {"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
+                    "lost_pkts": lb["lost_pkts"]}
+        first_flights["long"] = lb["first_flight"]
+        long_in_window = flows.bytes_in_window(client.packets, lc, ld, syn, end)
+        short_in_window = flows.bytes_in_window(client.packets, sc, sd, syn, end)
+        fairness = short_in_window / long_in_window if long_in_window else None
+
+    throughput = _throughput(client, short, long, syn, end, rtt_s)
+    throughput["rate_mbps"] = float(spec["rate_bps"]) / 1e6
+    return {
+        "short": short_out,
+        "long": long_out,
+        "fairness_ratio": fairness,
+        "throughput": throughput,
+        "counts": _counts({"client": client, "bneck_in": bneck_in, "bneck_out": bneck_out}),
+        "quickstart": quickstart.flow_quickstart(run_dir, short_port, client, sc, bneck_in, bneck_out),
+        "time_sequence": _time_sequence(client, sc, short_port, bneck_in, syn),
+        "flows": {name: {"first_flight": ff} for name, ff in first_flights.items()},
+    }
+
+
+# ---------------------------------------------------------------- per cell, for the summary
+
+def fct(r: RunRecord) -> float:
+    return r.metrics["short"]["fct_s"]
+
+
+def lost(r: RunRecord) -> float:
+    return r.metrics["short"]["lost_pkts"]
+
+
+FCT = Compared(column="fct", name="fct_s", label="FCT", unit="s", get=fct, rtt_floor=True)
+LOSS = Compared(column="loss", name="lost_pkts", label="loss", unit="pkts", get=lost)
+
+COLUMNS = [
+    "fct_mean_s", "fct_median_s", "fct_ci_low_s", "fct_ci_high_s",
+    "loss_mean_pkts", "retx_mean_pkts", "fairness_median",
+    "loss_median_pkts", "inflation_mean",
+    # comparison with the baseline at the same (profile, size); empty for the baseline
+    "fct_diff_s", "fct_diff_ci_low_s", "fct_diff_ci_high_s", "fct_ratio",
+    "fct_significant", "fct_within_one_rtt",
+    "loss_diff_pkts", "loss_ratio", "loss_significant",
+    "anova_fct_p",
+    # the profile's configured figures, for reading the above
+    "rtt_s", "rate_bps",
+    # Quick-Start of the flow under test (empty where no run carries a Quick-Start block)
+    "qs_requested_ratio", "qs_approval_ratio", "qs_failure_ratio", "qs_bytes_mean",
+    # the swept workload parameter and its value (empty without a sweep); then the
+    # bottleneck over the fetch: sent bytes ÷ capacity × time, drops ÷ arrivals
+    "sweep_param", "sweep_value", "utilisation_mean", "drop_rate_mean",
+]
+
+HEADERS = ["profile", "size", "variant", "runs", "FCT mean", "FCT 95% CI", "FCT median",
+           "loss mean", "loss median", "retx mean", "fairness median", "inflation",
+           "ΔFCT vs baseline", "ANOVA p"]
+
+CAPTIONS = {
+    "cdf": "CDFs over the runs: FCT, fairness ratio (bytes of the short flow ÷ bytes of the long flow while "
+           "the short flow is active), lost packets.",
+    "fct_box": "FCT per variant; each point is one run.",
+    "throughput": "Rolling-average throughput of both flows in the median-FCT run of each variant.",
+    "speedup": "Speedup of each variant over the baseline (mean FCT) vs transfer size; where the flow ran "
+               "alone, the relative improvement next to Equation 2 of the Quick-Start paper (dashed).",
+    "time_sequence": "Sequence number vs time of the server's data (before the bottleneck queue) in the "
+                     "median-FCT run of each variant.",
+    "load": "Quick-Start approval and failure ratios, link utilisation and drop rate over the fetch, and "
+            "mean FCT vs the swept workload parameter.",
+}
+
+
+class CompetingAnalysis(WorkloadAnalysis):
+    name = "competing"
+    columns = COLUMNS
+    compared = (FCT, LOSS)
+    display_headers = HEADERS
+
+    def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
+        mss = int(meta["profile_params"].get("mtu") or 1500) - TCPIP_HEADERS
+        return run_metrics(run_dir, meta["spec"], mss)
+
+    def describe(self, runs: list[RunRecord]) -> Row:
+        f = [fct(r) for r in runs]
+        loss = [lost(r) for r in runs]
+        fairness = [r.metrics["fairness_ratio"] for r in runs if r.metrics.get("fairness_ratio") is not None]
+        # inflation is undefined for a run whose short flow sent nothing at the bottleneck capture
+        inflation = [r.metrics["short"]["inflation"] for r in runs if r.metrics["short"].get("inflation") is not None]
+        ci = stats.mean_ci(f)
+        use = [r.meta["link_use"] for r in runs
+               if r.meta.get("link_use") and r.meta["link_use"].get("utilisation") is not None]
+        return {
+            "fct_mean_s": stats.mean(f), "fct_median_s": stats.median(f),
+            "fct_ci_low_s": ci[0] if ci else None, "fct_ci_high_s": ci[1] if ci else None,
+            "loss_mean_pkts": stats.mean(loss),
+            "retx_mean_pkts": stats.mean([r.metrics["short"]["retx_pkts"] for r in runs]),
+            "fairness_median": stats.median(fairness) if fairness else None,
+            "loss_median_pkts": stats.median(loss),
+            "inflation_mean": stats.mean(inflation) if inflation else None,
+            **quickstart.quickstart_figures([r.metrics.get("quickstart") for r in runs]),
+            "utilisation_mean": stats.mean([u["utilisation"] for u in use]) if use else None,
+            "drop_rate_mean": stats.mean([u["drop_rate"] for u in use]) if use else None,
+        }
+
+    def compare(self, runs: list[RunRecord], base: list[RunRecord]) -> Row:
+        d_fct = stats.welch_difference([fct(r) for r in runs], [fct(r) for r in base])
+        d_loss = stats.welch_difference([lost(r) for r in runs], [lost(r) for r in base])
+        return {
+            "fct_diff_s": d_fct.diff,
+            "fct_diff_ci_low_s": d_fct.ci[0] if d_fct.ci else None,
+            "fct_diff_ci_high_s": d_fct.ci[1] if d_fct.ci else None,
+            "fct_ratio": stats.ratio_of_means([fct(r) for r in runs], [fct(r) for r in base]),
+            "fct_significant": d_fct.significant,
+            "fct_within_one_rtt": stats.within_one_rtt(d_fct.diff, runs[0].rtt_s),
+            "loss_diff_pkts": d_loss.diff,
+            "loss_ratio": stats.ratio_of_means([lost(r) for r in runs], [lost(r) for r in base]),
+            "loss_significant": d_loss.significant,
+        }
+
+    def display(self, row: Row) -> list[str]:
+        from analysis.report import cell_label, change_text, format_packets, format_seconds
+        ci = ("" if row["fct_ci_low_s"] is None
+              else f"{format_seconds(row['fct_ci_low_s'])} – {format_seconds(row['fct_ci_high_s'])}")
+        return [
+            cell_label(row), size_label(row["size_bytes"]), row["variant"], str(row["runs"]),
+            format_seconds(row["fct_mean_s"]), ci, format_seconds(row["fct_median_s"]),
+            format_packets(row["loss_mean_pkts"]), format_packets(row["loss_median_pkts"]),
+            format_packets(row["retx_mean_pkts"]),
+            "" if row["fairness_median"] is None else f"{row['fairness_median']:.2f}",
+            "" if row["inflation_mean"] is None else f"{row['inflation_mean']:.3f}", change_text(row, FCT),
+            "" if row["anova_fct_p"] is None else f"{row['anova_fct_p']:.3g}",
+        ]
+
+    def plots(self, out: Path, campaign: dict[str, Any], records: list[RunRecord], rows: list[Row],
+              colours: dict[str, str]) -> list[Plot]:
+        return competing_plots(out, campaign, records, rows, colours)
+
+    def sections(self, rows: list[Row]) -> list[Section]:
+        from analysis.report import cell_label
+
+        def share(x: Optional[float]) -> str:
+            return "–" if x is None else f"{x:.0%}"
+        qs_rows = [[cell_label(r), size_label(r["size_bytes"]), r["variant"], str(r["runs"]),
+                    share(r["qs_requested_ratio"]), share(r["qs_approval_ratio"]), share(r["qs_failure_ratio"]),
+                    "–" if r["qs_bytes_mean"] is None else f"{r['qs_bytes_mean'] / 1000:.1f} KB"]
+                   for r in rows if r.get("qs_requested_ratio") is not None]
+        return [Section("Quick-Start", quickstart.QS_HEADERS, qs_rows, quickstart.QS_NOTE)] if qs_rows else []
+
+
+# ---------------------------------------------------------------- figures
+
+def short_fct(r: RunRecord) -> float:
+    return r.metrics["short"]["fct_s"]
+
+
+def competing_plots(out: Path, campaign: dict[str, Any], records: list[RunRecord], rows: list[Row],
+                    colours: dict[str, str]) -> list[Plot]:
+    """Per profile: CDFs (Fig. 2) and FCT boxes; per cell: throughput of the median run
+    (Fig. 3); Quick-Start speedup and time-sequence plots where requested; with a sweep,
+    the figures vs the swept parameter instead (they would mix the sweep's points)."""
+    variants = list(colours)
+    baseline = campaign.get("baseline")
+    cells = summary.ordered_cells(campaign, records)
+    result: list[Plot] = []
+
+    def save(fig, kind: str, profile: str, size: Optional[int]) -> None:
+        stem = plots.file_stem(profile)
+        name = f"{kind}_{stem}" + ("" if size is None else f"_{size_label(size)}") + ".png"
+        plots.save(fig, out / name)
+        result.append(Plot(kind, profile, size, out / name, CAPTIONS[kind]))
+
+    if any(r.sweep for r in records):
+        for profile, size in cells:
+            mine = [r for r in rows if (r["profile"], r["size_bytes"]) == (profile, size)]
+            save(plots.load_figure(profile, size, mine, variants, colours), "load", profile, size)
+        return result
+    by_cell: dict[tuple[str, int], list[RunRecord]] = {}
+    for rec in records:
+        by_cell.setdefault((rec.profile, rec.size_bytes), []).append(rec)
+    for profile in dict.fromkeys(p for p, _ in cells):
+        sizes = [(s, by_cell[(profile, s)]) for p, s in cells if p == profile]
+        save(plots.cdf_figure(profile, sizes, variants, colours, baseline), "cdf", profile, None)
+        save(plots.fct_box_figure(profile, sizes, variants, colours, short_fct), "fct_box", profile, None)
+        for size, runs in sizes:
+            save(plots.throughput_figure(profile, size, runs, variants, colours), "throughput", profile, size)
+        if any((r.metrics.get("quickstart") or {}).get("requested") for _, runs in sizes for r in runs):
+            if baseline:
+                save(plots.speedup_figure(profile, sizes, variants, colours, baseline), "speedup", profile, None)
+            for size, runs in sizes:
+                save(plots.time_sequence_figure(profile, size, runs, variants, colours), "time_sequence",
+                     profile, size)
+    return result
+
+
+ANALYSIS = CompetingAnalysis()

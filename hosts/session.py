@@ -1,0 +1,252 @@
+"""A run session: everything one run needs around its workload, torn down whatever happens.
+
+    with RunSession(net, variant, workdir, scratch, lookup) as session:
+        result = workload.run(session, params, size_bytes)
+    meta.update(session.record())
+
+The session hands the workload its hosts and their install contexts, installs variants on
+host roles and removes them again, starts and stops servers, processes and captures,
+watches the congestion control each declared flow's sockets run (read from the kernel),
+reads the routers' and the queues' counters and the delay element's figures over the
+run. Teardown runs on every exit path, in the reverse order of setup; a capture that lost
+packets fails the run, because its losses would no longer be exact.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from hosts.capture import start_captures
+from hosts.implementations.base import InstallContext
+from hosts.process import NodeProcess, wait_until
+from hosts.variants import Variant
+from hosts.workloads.base import WorkloadError
+from results.schema import CAPTURE_FILES
+from topologies import delay
+
+log = logging.getLogger("startlab.session")
+SOCKET_WATCH = Path(__file__).resolve().with_name("socket_watch.py")
+SOCKET_WATCH_INTERVAL_S = 0.01
+
+
+@dataclass
+class Flow:
+    """A flow the workload declares: who sends to whom on which server port, what its
+    sender's variant claims it runs, and (after the run) what the kernel showed."""
+    name: str
+    sender: str
+    receiver: str
+    server_port: int
+    variant: Optional[str]
+    declared_cc: list[str]
+    declared_iw: Optional[int]
+    size_bytes: Optional[int] = None
+    observed_cc: list[str] = field(default_factory=list)
+    connections_seen: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class RunSession:
+    """One run's hosts, variants, processes, captures, counters and teardown."""
+
+    def __init__(self, net, variant: Variant, workdir: Path, scratch: Path,
+                 lookup: Optional[Callable[[str], Variant]] = None):
+        self.net = net
+        self.variant = variant
+        self.workdir = Path(workdir)
+        self.scratch = Path(scratch)          # files the applications serve (not results)
+        self.lookup = lookup or (lambda name: (_ for _ in ()).throw(KeyError(name)))
+        self.timings: dict[str, float] = {}
+        self.flows: list[Flow] = []
+        self._installed: list[tuple[Variant, dict[str, list]]] = []
+        self._on_node: dict[str, tuple[Variant, str]] = {}       # node name → (variant, role)
+        self._stoppers: list[tuple[str, Any]] = []              # (what, object with .stop())
+        self._captures: list = []
+        self._watches: dict[tuple[str, int], NodeProcess] = {}
+        self._record: dict[str, Any] = {}
+        self._t0 = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def __enter__(self) -> "RunSession":
+        self._t0 = time.monotonic()
+        self._delay_before = self.net.delay_snapshot()
+        self._drops_before = self.net.queue_drops()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        problems = self._teardown()
+        if exc_type is None and problems:
+            raise WorkloadError("; ".join(problems))
+        if problems:
+            log.warning("while tearing down after %s: %s", exc_type.__name__, "; ".join(problems))
+        return False
+
+    def ready(self) -> None:
+        """Call when setup is done and traffic starts: the setup time is recorded."""
+        self.timings["setup_s"] = time.monotonic() - self._t0
+
+    # -- hosts ------------------------------------------------------------------------------
+    @property
+    def profile(self):
+        return self.net.profile
+
+    @property
+    def names(self):
+        return self.net.names
+
+    @property
+    def instance(self):
+        return self.net.instance
+
+    def host(self, name: str):
+        return self.net.host(name)
+
+    def context(self, node) -> InstallContext:
+        """What an implementation installed on `node` may know about the path."""
+        n, prof = self.names, self.profile
+        gateway = peer = None
+        if node.name in n.clients() + n.servers():
+            side = n.side_of(node.name)
+            gateway, peer = n.gateway(side), n.subnet("server" if side == "client" else "client")
+        return InstallContext(gateway=gateway, peer_net=peer, rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s,
+                              instance=self.instance, defaults=self.net.defaults)
+
+    # -- variants -------------------------------------------------------------------------
+    def install(self, variant: Variant | str, *, server=(), client=(), router=()) -> Variant:
+        """Install `variant` (an object or a name the scenario knows) on these nodes."""
+        if isinstance(variant, str):
+            variant = self.lookup(variant)
+        roles = {"server": list(server), "client": list(client), "router": list(router)}
+        for role, nodes in roles.items():
+            for node in nodes:
+                if node.name in self._on_node and role != "router":
+                    raise WorkloadError(f"{node.name} already has variant {self._on_node[node.name][0].name}")
+        contexts = {node.name: self.context(node) for nodes in roles.values() for node in nodes}
+        variant.install(roles, contexts)
+        self._installed.append((variant, roles))
+        for role, nodes in roles.items():
+            for node in nodes:
+                self._on_node.setdefault(node.name, (variant, role))
+        return variant
+
+    def install_under_test(self, *, server=(), client=()) -> Variant:
+        """The run's variant on these end hosts and on every router of the path."""
+        routers = [self.host(r) for r in self.names.routers_list()]
+        return self.install(self.variant, server=server, client=client, router=routers)
+
+    # -- processes and captures ---------------------------------------------------------
+    def adopt(self, what: str, thing):
+        """Stop `thing` (anything with .stop()) at teardown; returns it."""
+        self._stoppers.append((what, thing))
+        return thing
+
+    def spawn(self, node, argv: list[str], what: str, log_name: str) -> NodeProcess:
+        """Start a program in `node`, logging to workdir/log_name, stopped at teardown."""
+        return self.adopt(what, NodeProcess(node, argv, self.instance, what, log_path=self.workdir / log_name))
+
+    def capture_standard(self) -> None:
+        """tcpdump at the standard capture points (Network.capture_points)."""
+        points = self.net.capture_points()
+        self.capture([(self.host(points[k][0]), points[k][1], self.workdir / f)
+                      for k, f in CAPTURE_FILES.items()])
+
+    def capture(self, specs: list[tuple]) -> None:
+        """Start [(node, interface, path)] captures and wait until each listens."""
+        self._captures += start_captures(specs, self.instance)
+
+    # -- flows -----------------------------------------------------------------------------
+    def flow(self, name: str, sender, receiver, server_port: int, size_bytes: Optional[int] = None) -> Flow:
+        """Declare a flow before its traffic starts: what its sender's variant claims it runs
+        is recorded, and the sender's sockets on `server_port` are watched from now on."""
+        variant, role = self._on_node.get(sender.name, (None, "server"))
+        if variant is not None:
+            declared = variant.declared(role, self.net.defaults)
+        else:
+            from hosts.implementations.base import Declared
+            declared = Declared(cc=(self.net.defaults.cc,), iw=self.net.defaults.iw)
+        flow = Flow(name=name, sender=sender.name, receiver=receiver.name, server_port=server_port,
+                    variant=variant.name if variant else None, declared_cc=list(declared.cc),
+                    declared_iw=declared.iw, size_bytes=size_bytes)
+        self.flows.append(flow)
+        self._watch(sender, server_port)
+        return flow
+
+    def _watch(self, node, port: int) -> None:
+        if (node.name, port) in self._watches:
+            return
+        proc = NodeProcess(node, [sys.executable, str(SOCKET_WATCH), str(port), str(SOCKET_WATCH_INTERVAL_S),
+                                  str(self.workdir / f"sockets-{node.name}-{port}.json")],
+                           self.instance, f"socket watch {port}", log_path=self.workdir / f"sockets-{node.name}-{port}.log")
+        self._watches[(node.name, port)] = proc
+        if not wait_until(lambda: "watching" in proc.output() or not proc.running(), 10) or not proc.running():
+            raise WorkloadError(f"the socket watch in {node.name} did not start: {proc.output()[-300:]}")
+
+    def _observed(self) -> None:
+        """Stop the socket watches and note per flow the congestion controls seen."""
+        seen: dict[tuple[str, int], dict] = {}
+        for (node, port), proc in self._watches.items():
+            proc.stop(grace_s=3.0)
+            path = self.workdir / f"sockets-{node}-{port}.json"
+            try:
+                seen[(node, port)] = json.loads(path.read_text())
+            except (OSError, ValueError):
+                seen[(node, port)] = {"connections": []}
+        for flow in self.flows:
+            conns = seen.get((flow.sender, flow.server_port), {}).get("connections", [])
+            flow.observed_cc = sorted({cc for c in conns for cc in c.get("cc", [])})
+            flow.connections_seen = len(conns)
+
+    # -- counters ----------------------------------------------------------------------------
+    def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
+        return self.net.queue_counters(direction)
+
+    # -- teardown and record -------------------------------------------------------------
+    def _teardown(self) -> list[str]:
+        t0 = time.monotonic()
+        problems: list[str] = []
+
+        def attempt(what: str, action: Callable[[], Any]) -> Any:
+            try:
+                return action()
+            except Exception as exc:           # keep tearing down; report what failed
+                problems.append(f"{what}: {exc}")
+                return None
+
+        for what, thing in reversed(self._stoppers):
+            attempt(f"stopping {what}", thing.stop)
+        stats = [attempt("stopping a capture", c.stop) for c in self._captures]
+        attempt("reading the socket watch", self._observed)
+        counters: dict[str, dict] = {}
+        for variant, roles in self._installed:
+            contexts = {node.name: self.context(node) for nodes in roles.values() for node in nodes}
+            found = attempt(f"reading {variant.name}'s counters",
+                            lambda: variant.counters(roles, contexts, "router")) or {}
+            counters.update(found)
+        for variant, roles in reversed(self._installed):
+            contexts = {node.name: self.context(node) for nodes in roles.values() for node in nodes}
+            attempt(f"removing {variant.name}", lambda: variant.remove(roles, contexts))
+        self._installed = []
+        delay_after = attempt("reading the delay element", self.net.delay_snapshot) or []
+        drops_after = attempt("reading the queues", self.net.queue_drops) or {}
+        self.timings["stop_s"] = time.monotonic() - t0
+        lost = [s for s in stats if s and s.get("dropped_by_kernel")]
+        if lost:
+            problems.append(f"tcpdump lost packets, the captures are not exact: {lost}")
+        self._record = {
+            "captures": [s for s in stats if s],
+            "router_counters": counters,
+            "queue_drops": {k: drops_after[k] - self._drops_before.get(k, 0) for k in drops_after},
+            "emulator": [delay.interval_figures(b, a) for b, a in zip(self._delay_before, delay_after)],
+        }
+        return problems
+
+    def record(self) -> dict[str, Any]:
+        """What the session knows of the run, for meta.json (after the `with` block)."""
+        return {**self._record, "timings": self.timings, "flows": [f.as_dict() for f in self.flows]}

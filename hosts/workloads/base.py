@@ -1,0 +1,62 @@
+"""The one interface every workload implements: the traffic of a run, as a plugin.
+
+A workload declares its parameters (with defaults and ranges, validated by the scenario
+parser with file, line and field), the end hosts it needs, and `run`, which drives the
+applications of one run inside a RunSession (hosts/session.py). The session owns
+everything around it — host roles, variant install and removal, servers, captures, the
+socket watch, counters and teardown — so a workload module holds only its traffic.
+Its analysis lives in analysis/workloads/<name>.py; both are listed by one line in
+config/catalogue.py.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from config.params import Param
+
+
+class WorkloadError(RuntimeError):
+    """A run whose traffic did not happen as declared: the run fails, the campaign goes on."""
+
+
+@dataclass(frozen=True)
+class HostNeeds:
+    """How many client/server pairs the dumbbell needs for a workload."""
+    pairs: int = 2
+
+
+@dataclass
+class WorkloadResult:
+    """What a run produced, for its meta.json: `spec` is what the workload's analysis needs
+    to find its flows in the captures (ports, sizes); `app` what the applications
+    reported; `extra` further figures the workload measured (counters, link use)."""
+    spec: dict[str, Any]
+    app: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Workload(ABC):
+    """One kind of traffic. Stateless: a run's state lives in its session."""
+
+    name: str = ""
+    summary: str = ""
+    params: dict[str, Param] = {}
+    sized: bool = True               # runs take an object size from the scenario's `sizes`
+
+    def hosts(self, params: dict) -> HostNeeds:
+        """End hosts this workload needs with these parameters."""
+        return HostNeeds()
+
+    def check(self, params: dict) -> Optional[tuple[str, str]]:
+        """A problem across parameters as (field, message), None if they fit together."""
+        return None
+
+    def traffic_s(self, timings: dict[str, float]) -> float:
+        """Seconds of a run's timings that were traffic (the rest is overhead)."""
+        return sum(v for k, v in timings.items() if k.startswith("traffic_"))
+
+    @abstractmethod
+    def run(self, session, params: dict, size_bytes: Optional[int]) -> WorkloadResult:
+        """Run the traffic of one run in `session` (a hosts.session.RunSession)."""

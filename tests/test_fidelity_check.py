@@ -1,0 +1,59 @@
+"""The fidelity verdict: what counts as the emulator's fault, on made-up measurements."""
+import pytest
+
+from scenarios.fidelity import judge, slope_bps
+from topologies.profiles import LinkProfile
+
+PROFILE = LinkProfile(name="p", down_mbps=20, up_mbps=10, rtt_ms=40, buffer_pkts=50)
+
+
+def flood(rate_error: float = 0.0, loaded: float | None = None, saturated: bool = True, out_of_order: int = 0,
+          expected: float = 70.0) -> dict:
+    return {"rate_bps": 20e6 * (1 + rate_error), "rate_error": rate_error, "saturated": saturated,
+            "out_of_order": out_of_order, "rtt_loaded_ms": expected if loaded is None else loaded,
+            "rtt_loaded_expected_ms": expected, "queue_tolerance_ms": 2.0, "queue_sent_pkts": 100,
+            "queue_dropped_pkts": 40}
+
+
+def verdict(rtts=(40.1,) * 100, down=None, up=None, delay=None) -> dict:
+    delay = delay if delay is not None else [{"drops": 0, "lateness_us": {"p50": 20, "p99": 300, "max": 900}}]
+    return judge(PROFILE, "delayline", list(rtts), {"down": down or flood(), "up": up or flood()},
+                 {"goodput_bps": 18e6, "retransmits": 3}, delay, {}, {"wall_s": 1.0})
+
+
+def test_a_faithful_emulator_is_ok_and_reports_the_design_keys():
+    r = verdict()
+    assert r["ok"] and all(r["checks"].values())
+    for key in ("profile", "delay_backend", "rtt_configured_ms", "rtt_mean_ms", "rtt_p99_ms", "rate_configured_mbps",
+                "goodput_mbps", "goodput_ideal_mbps", "delay_drops", "ok"):
+        assert key in r, key
+
+
+@pytest.mark.parametrize("change,check", [
+    ({"down": flood(rate_error=-0.05)}, "rate_down"),           # the shaper 5 % slow
+    ({"up": flood(rate_error=0.012)}, "rate_up"),               # 1.2 % fast
+    ({"rtts": (42.0,) * 100}, "rtt"),                           # the delay 5 % long
+    ({"down": flood(loaded=75.0)}, "queue_down"),               # the buffer ~7 % too deep
+    ({"up": flood(saturated=False)}, "queue_up"),               # could not fill it: no verdict
+    ({"delay": [{"drops": 3, "lateness_us": {"p99": 100}}]}, "delay_drops"),
+    ({"delay": [{"drops": 0, "lateness_us": {"p99": 1500}}]}, "delay_lateness"),
+    ({"down": flood(out_of_order=2)}, "reordering"),
+])
+def test_each_fault_of_the_emulator_fails_its_own_check(change, check):
+    r = verdict(**change)
+    assert not r["ok"]
+    failed = {k for k, v in r["checks"].items() if not v}
+    # a stream that could not fill the queue leaves the rate of that direction unjudged too
+    assert failed == ({check, "rate_up"} if check == "queue_up" else {check})
+
+
+def test_tcp_goodput_is_information_only():
+    r = judge(PROFILE, "delayline", [40.1] * 100, {"down": flood(), "up": flood()},
+              {"goodput_bps": 0.5e6, "retransmits": 900}, [{"drops": 0, "lateness_us": {}}], {}, {})
+    assert r["ok"] and r["goodput_fraction"] < 0.1
+
+
+def test_rate_is_a_least_squares_slope():
+    # 50 Mbit/s with frame-sized steps and uneven reading times
+    readings = [(0.1 * i + (0.003 if i % 3 else 0), int(50e6 / 8 * 0.1 * i) // 1514 * 1514) for i in range(40)]
+    assert slope_bps(readings) == pytest.approx(50e6, rel=0.005)

@@ -1,0 +1,65 @@
+"""What every end host (client or server) is set to, explicitly, when a network is built.
+
+A new network namespace inherits the root namespace's default congestion control (BBR on
+some machines, CUBIC on others) and kernel defaults for windows and pacing: results would
+depend on how the machine happens to be configured. The builder sets each of these on
+every end host, implementations change them for a run and put the declared defaults back,
+and runs verify from the kernel and the wire what each flow actually ran.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from machine.kernel_cc import allow_congestion_control
+from topologies.shell import check_cmd
+
+
+@dataclass(frozen=True)
+class EndHostDefaults:
+    """The declared state of an end host before any variant is installed."""
+    cc: str = "cubic"                  # the papers' baseline congestion control
+    iw: int = 10                       # initial congestion window, segments (route initcwnd; RFC 6928)
+    pacing_ss_ratio: int = 200         # kernel pacing rate in slow start, % of cwnd/RTT
+    pacing_ca_ratio: int = 120         # … in congestion avoidance
+    # Socket buffers that never cap a window on the profiles' BDPs plus buffers
+    # (lab-1g: 2.5 MB BDP + 2.5 MB queue).
+    rmem: str = "4096 131072 67108864"
+    wmem: str = "4096 16384 67108864"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def set_congestion_control(node, cc: str, instance) -> None:
+    """Make `cc` the default of the node's namespace (allowed in the root namespace first,
+    where the kernel requires it; the registry puts the allowed list back)."""
+    available = check_cmd(node, "cat /proc/sys/net/ipv4/tcp_available_congestion_control").split()
+    if cc not in available:
+        raise RuntimeError(f"congestion control '{cc}' is not available in this kernel "
+                           f"(available: {', '.join(available)})")
+    allow_congestion_control(cc, instance)
+    check_cmd(node, f"sysctl -qw net.ipv4.tcp_congestion_control={cc}")
+
+
+def read_congestion_control(node) -> str:
+    return check_cmd(node, "sysctl -n net.ipv4.tcp_congestion_control").strip()
+
+
+def set_pacing_ratios(node, ss_ratio: int, ca_ratio: int) -> None:
+    check_cmd(node, f"sysctl -qw net.ipv4.tcp_pacing_ss_ratio={int(ss_ratio)} "
+                    f"net.ipv4.tcp_pacing_ca_ratio={int(ca_ratio)}")
+
+
+def set_route(node, gateway: str, initcwnd: int, initrwnd: int | None = None, replace: bool = True) -> None:
+    """The default route with its window attributes (initrwnd None: the kernel's)."""
+    attrs = f"initcwnd {int(initcwnd)}" + (f" initrwnd {int(initrwnd)}" if initrwnd else "")
+    check_cmd(node, f"ip route {'replace' if replace else 'add'} default via {gateway} {attrs}")
+
+
+def apply(node, defaults: EndHostDefaults, gateway: str, instance) -> None:
+    """Put an end host into its declared default state."""
+    set_congestion_control(node, defaults.cc, instance)
+    set_pacing_ratios(node, defaults.pacing_ss_ratio, defaults.pacing_ca_ratio)
+    check_cmd(node, f"sysctl -qw net.ipv4.tcp_rmem='{defaults.rmem}' net.ipv4.tcp_wmem='{defaults.wmem}' "
+                    "net.ipv4.tcp_no_metrics_save=1")
+    set_route(node, gateway, defaults.iw)

@@ -1,0 +1,114 @@
+"""How a bottleneck link shapes: one queue per direction of every router–core–router hop.
+
+A Shaper puts the queue on the path and says where its packets can be seen arriving and
+leaving (so a run captures both sides and counts every drop exactly), and reads the
+queue's counters. `Tbf` is the first implementation: tc tbf on the router's egress into
+the core, with an optional child qdisc under its class (the hook for a priority queue or a
+classifier). Others (a queue inside the delay element, trace-driven rates) add a class
+here and leave the network builder alone.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+
+from topologies.names import PathNames
+from topologies.profiles import LinkProfile
+
+
+@dataclass(frozen=True)
+class Queue:
+    """One bottleneck queue as installed: where, which direction, with what settings, and
+    the (node, interface) pairs where its arriving and departing packets pass."""
+    node: str
+    intf: str
+    direction: str              # 'down' (server → client) or 'up'
+    hop: int                    # router k → core k → router k+1
+    settings: dict = field(hash=False)
+    before: tuple[str, str] = ("", "")
+    after: tuple[str, str] = ("", "")
+
+    def as_dict(self) -> dict:
+        return {**self.settings, "node": self.node, "intf": self.intf, "direction": self.direction,
+                "hop": self.hop, "shaper": self.settings.get("shaper")}
+
+
+class Shaper(ABC):
+    """Puts a profile's bottleneck queue on a hop and reads its counters."""
+    name: str = ""
+
+    @abstractmethod
+    def install(self, net, names: PathNames, profile: LinkProfile, hop: int, direction: str) -> Queue:
+        """Shape `direction` of hop `hop` to the profile's rate and buffer."""
+
+    @abstractmethod
+    def counters(self, net, queue: Queue) -> dict[str, int]:
+        """{'sent_bytes', 'sent_pkts', 'dropped'} of the queue so far (link-layer bytes)."""
+
+
+@dataclass(frozen=True)
+class TbfSettings:
+    """What is applied to one interface; recorded in each run's meta.json."""
+    node: str
+    intf: str
+    direction: str
+    rate_bps: float
+    burst_bytes: int
+    limit_bytes: int
+    buffer_packets: int
+
+    def command(self) -> list[str]:
+        return ["tc", "qdisc", "replace", "dev", self.intf, "root", "handle", "1:", "tbf",
+                "rate", f"{int(round(self.rate_bps))}bit",
+                "burst", str(self.burst_bytes), "limit", str(self.limit_bytes)]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def tbf_counters(show_output: str) -> dict[str, int]:
+    """Bytes and packets a qdisc sent and packets it dropped, from `tc -s qdisc show dev X`
+    output ("Sent 1234 bytes 56 pkt (dropped 7, overlimits 8 requeues 0)"); the first
+    (root) qdisc's line."""
+    for token_line in show_output.splitlines():
+        words = token_line.replace(",", " ").replace("(", " ").split()
+        if words[:1] == ["Sent"] and "dropped" in words:
+            return {"sent_bytes": int(words[1]), "sent_pkts": int(words[3]),
+                    "dropped": int(words[words.index("dropped") + 1])}
+    return {"sent_bytes": 0, "sent_pkts": 0, "dropped": 0}
+
+
+class Tbf(Shaper):
+    """tc tbf on the egress of the router into the core: the 'down' queue on the east
+    router's client-facing interface, the 'up' queue on the west router's server-facing one.
+
+    `child`: tc arguments of a qdisc to put under tbf's class 1:1 (e.g. a priority queue);
+    empty: tbf's own byte FIFO.
+    """
+    name = "tbf"
+
+    def __init__(self, child: tuple[str, ...] = ()):
+        self.child = tuple(child)
+
+    def settings(self, profile: LinkProfile, node: str, intf: str, direction: str) -> TbfSettings:
+        return TbfSettings(node=node, intf=intf, direction=direction, rate_bps=profile.rate_bps(direction),
+                           burst_bytes=profile.tbf_burst_bytes(direction),
+                           limit_bytes=profile.buffer_bytes(direction),
+                           buffer_packets=profile.buffer_packets(direction))
+
+    def install(self, net, names, profile, hop, direction) -> Queue:
+        router = names.router(hop + 1 if direction == "down" else hop)
+        intf = names.egress(router, direction)
+        arriving = names.facing(router, "server" if direction == "down" else "client")
+        s = self.settings(profile, router, intf, direction)
+        node = net.host(router)
+        net.check(node, " ".join(s.command()))
+        if self.child:
+            net.check(node, " ".join(["tc", "qdisc", "add", "dev", intf, "parent", "1:1", "handle", "10:",
+                                      *self.child]))
+        return Queue(node=router, intf=intf, direction=direction, hop=hop,
+                     settings={"shaper": self.name, **s.as_dict(), "child": list(self.child)},
+                     before=(router, arriving), after=(router, intf))
+
+    def counters(self, net, queue: Queue) -> dict[str, int]:
+        return tbf_counters(net.host(queue.node).cmd(f"tc -s qdisc show dev {queue.intf}"))
