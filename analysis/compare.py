@@ -2,9 +2,10 @@
 
 Made for nightly runs: the same scenario run last night (OLD) and tonight (NEW). For every
 figure the workload compares with its baseline (competing: FCT and lost packets), a cell
-regresses when the new mean is significantly higher (the 95 % Welch interval of new − old
-excludes 0) by more than the noise floor: one RTT for durations, nothing for counts. The
-exit code is 1 when any cell regressed, so a scheduler can alert on it.
+regresses when the new mean is significantly worse (the 95 % Welch interval of new − old
+excludes 0; higher, or lower for figures where higher is better) by more than the noise
+floor: one RTT for durations, nothing for counts. The exit code is 1 when any cell
+regressed, so a scheduler can alert on it.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def compare(old_dir: Path, new_dir: Path) -> list[dict]:
             a, b = [metric.get(r) for r in after], [metric.get(r) for r in before]
             d = welch_difference(a, b)
             floor = after[0].rtt_s if metric.rtt_floor else 0.0
-            worse = d.significant and d.diff > floor
+            worse = d.significant and abs(d.diff) > floor and not metric.better(d.diff)
             row.update({f"{metric.name}_old": mean(b), f"{metric.name}_new": mean(a), f"{metric.name}_diff": d.diff,
                         f"{metric.name}_significant": d.significant, f"{metric.name}_regressed": worse})
             row["regressed"] = row["regressed"] or worse

@@ -39,8 +39,8 @@ class Verdict:
 
 
 VERDICTS: dict[str, Verdict] = {  # in the legend's order
-    "better": Verdict("#1e8e3e", "▼", "better", "significant improvement (lower mean)"),
-    "worse": Verdict("#d93025", "▲", "worse", "significant deterioration (higher mean)"),
+    "better": Verdict("#1e8e3e", "▼", "better", "significant improvement"),
+    "worse": Verdict("#d93025", "▲", "worse", "significant deterioration"),
     "same_rtt": Verdict("#e8710a", "◆", "within 1 RTT", "change significant but smaller than one RTT"),
     "not_significant": Verdict("#80868b", "●", "not significant",
                                "no significant difference (95 % CI of the difference contains 0)"),
@@ -70,17 +70,18 @@ def write_report(campaign_dir: Path | str) -> Path:
 def verdict(row: Row, metric: Compared) -> Optional[str]:
     """Classify a variant's change of `metric` against the baseline; None for the baseline.
 
-    Lower is better. Significance comes first (grey otherwise); a significant change
-    smaller than one RTT is orange where the metric has that floor, as in the paper.
+    Significance comes first (grey otherwise); a significant change smaller than one RTT
+    is orange where the metric has that floor, as in the paper; then the metric's own
+    direction decides better or worse.
     """
-    diff = row.get(f"{metric.column}_diff_{metric.unit}")
+    diff = row.get(metric.col("diff"))
     if diff is None:
         return None
-    if not row.get(f"{metric.column}_significant"):
+    if not row.get(metric.col("significant")):
         return "not_significant"
-    if metric.rtt_floor and row.get(f"{metric.column}_within_one_rtt"):
+    if metric.rtt_floor and row.get(metric.col("within_one_rtt")):
         return "same_rtt"
-    return "better" if diff < 0 else "worse"
+    return "better" if metric.better(diff) else "worse"
 
 
 def format_seconds(s: float, signed: bool = False) -> str:
@@ -117,8 +118,8 @@ def format_factor(ratio: Optional[float]) -> str:
 
 def _change(row: Row, metric: Compared) -> tuple[str, str]:
     """(difference, factor) texts of a comparison cell."""
-    return (format_value(row[f"{metric.column}_diff_{metric.unit}"], metric.unit, signed=True),
-            format_factor(row.get(f"{metric.column}_ratio")))
+    return (format_value(row[metric.col("diff")], metric.unit, signed=True),
+            format_factor(row.get(metric.col("ratio"))))
 
 
 def change_text(row: Row, metric: Compared) -> str:
@@ -309,7 +310,7 @@ def _html_comparison(campaign: dict[str, Any], records: list[RunRecord], rows: l
         for size in sizes:
             b = by_key.get((profile, size, baseline))
             for m in metrics:
-                mean = None if b is None else b.get(f"{m.column}_mean_{m.unit}")
+                mean = None if b is None else b.get(m.col("mean"))
                 base_cells.append("<td class='missing'>–</td>" if mean is None else
                                   f"<td>{e(format_value(mean, m.unit))}</td>")
     out.append("<tr>" + "".join(base_cells) + "</tr>")
@@ -335,7 +336,8 @@ def _html_comparison(campaign: dict[str, Any], records: list[RunRecord], rows: l
                      for v in VERDICTS.values())
     out.append(f"<p class='legend'>{legend}</p>")
     out.append("<p class='note'>Each cell: difference of the mean over the runs against the baseline at "
-               "the same profile and size (" + ", ".join(f"{m.label} in {m.unit}" for m in metrics) + ") and the "
+               "the same profile and size (" + ", ".join(f"{m.label}" + (f" in {m.unit}" if m.unit else "")
+                                                          for m in metrics) + ") and the "
                "factor between the two means (larger ÷ smaller). Significance: the 95 % Welch confidence "
                "interval of the difference excludes 0; the one-way ANOVA p-value across all variants is "
                "in the summary table. “–”: no runs, or no baseline runs, at that cell.</p>")

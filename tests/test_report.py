@@ -301,3 +301,14 @@ def test_missing_inflation_is_left_out_of_the_mean(tmp_path):
     campaign, records = load_campaign(root)
     [row] = write_summary(root, campaign, records, ANALYSIS)
     assert row["inflation_mean"] == pytest.approx((70_000 + 2 * 1448) / 70_000)  # rep 1 lost 2 packets
+
+
+def test_verdict_of_a_figure_where_higher_is_better():
+    from analysis.workloads.base import Compared
+    share = Compared(column="share", name="share", label="share", unit="", get=lambda r: 0.0,
+                     higher_is_better=True)
+    assert share.col("mean") == "share_mean" and share.col("diff") == "share_diff"
+    row = {"share_diff": 0.2, "share_significant": True}
+    assert verdict(row, share) == "better"
+    assert verdict({**row, "share_diff": -0.2}, share) == "worse"
+    assert verdict({**row, "share_significant": False}, share) == "not_significant"

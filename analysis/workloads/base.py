@@ -17,25 +17,60 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from analysis import stats
 from results.campaign import RunRecord
 
 Row = dict[str, Any]
+# Summary columns of a compared figure that carry its unit (fct_mean_s, loss_median_pkts, …).
+UNIT_KINDS = ("mean", "median", "ci_low", "ci_high", "diff", "diff_ci_low", "diff_ci_high")
 
 
 @dataclass(frozen=True)
 class Compared:
     """A per-run figure compared with the baseline at the same cell.
 
-    Summary columns: `{column}_mean_{unit}`, `{column}_diff_{unit}`, `{column}_ratio`,
+    Summary columns: `{column}_mean[_{unit}]`, `{column}_diff[_{unit}]`, `{column}_ratio`,
     `{column}_significant` (and `{column}_within_one_rtt` where `rtt_floor`); compare rows:
-    `{name}_old`, `{name}_new`, `{name}_diff`, …. Lower is better. With `rtt_floor`, a
-    change smaller than one RTT is shown orange and is no regression."""
+    `{name}_old`, `{name}_new`, `{name}_diff`, …. `higher_is_better` says which way is an
+    improvement (lower by default: times, losses). With `rtt_floor`, a change smaller than
+    one RTT is shown orange and is no regression."""
     column: str
     name: str
     label: str
     unit: str
     get: Callable[[RunRecord], float]
     rtt_floor: bool = False
+    higher_is_better: bool = False
+
+    def col(self, kind: str) -> str:
+        """The summary column of `kind` ('mean', 'diff', 'ratio', 'significant', …)."""
+        with_unit = kind in UNIT_KINDS and self.unit
+        return f"{self.column}_{kind}" + (f"_{self.unit}" if with_unit else "")
+
+    def better(self, diff: float) -> bool:
+        """Is a (significant) difference variant − baseline an improvement?"""
+        return diff > 0 if self.higher_is_better else diff < 0
+
+
+def describe_metric(m: Compared, runs: list[RunRecord]) -> Row:
+    """Mean, median and 95 % interval of the mean of a compared figure over a cell's runs."""
+    xs = [m.get(r) for r in runs]
+    ci = stats.mean_ci(xs)
+    return {m.col("mean"): stats.mean(xs), m.col("median"): stats.median(xs),
+            m.col("ci_low"): ci[0] if ci else None, m.col("ci_high"): ci[1] if ci else None}
+
+
+def compare_metric(m: Compared, runs: list[RunRecord], base: list[RunRecord]) -> Row:
+    """A compared figure of a cell against the baseline's: the difference of the means with
+    its 95 % Welch interval, the ratio of the means, significance, and within one RTT."""
+    xs, bs = [m.get(r) for r in runs], [m.get(r) for r in base]
+    d = stats.welch_difference(xs, bs)
+    out = {m.col("diff"): d.diff, m.col("diff_ci_low"): d.ci[0] if d.ci else None,
+           m.col("diff_ci_high"): d.ci[1] if d.ci else None, m.col("ratio"): stats.ratio_of_means(xs, bs),
+           m.col("significant"): d.significant}
+    if m.rtt_floor:
+        out[m.col("within_one_rtt")] = stats.within_one_rtt(d.diff, runs[0].rtt_s)
+    return out
 
 
 @dataclass(frozen=True)
