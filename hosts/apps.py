@@ -62,9 +62,9 @@ class Lighttpd:
 
 
 class Iperf3Server:
-    def __init__(self, node, workdir: Path, instance, port: int = IPERF_PORT):
+    def __init__(self, node, workdir: Path, instance, port: int = IPERF_PORT, log_name: str = "iperf3-server.log"):
         self.proc = start_server(node, ["iperf3", "-s", "-p", str(port)], port, instance, "iperf3 server",
-                                 workdir / "iperf3-server.log")
+                                 workdir / log_name)
 
     def stop(self) -> None:
         self.proc.stop()
@@ -72,15 +72,15 @@ class Iperf3Server:
 
 def iperf3_reverse_client(node, server_ip: str, seconds: float, workdir: Path, instance,
                           port: int = IPERF_PORT, omit_s: float = 0, interval_s: float = 0,
-                          streams: int = 1) -> NodeProcess:
+                          streams: int = 1, log_name: str = "iperf3-client.json") -> NodeProcess:
     """Bulk flows from the server to this node (iperf3 -R), running in the background.
 
-    Its JSON report lands in workdir/iperf3-client.json; `interval_s` 0 means no interval
-    reports, `omit_s` leaves the first seconds out of them; `streams` parallel connections.
+    Its JSON report lands in workdir/log_name; `interval_s` 0 means no interval reports,
+    `omit_s` leaves the first seconds out of them; `streams` parallel connections.
     """
     argv = ["iperf3", "-c", server_ip, "-p", str(port), "-R", "-t", f"{seconds:.0f}",
             "-O", f"{omit_s:.0f}", "-i", f"{interval_s:g}", "-J", "-P", str(streams)]
-    return NodeProcess(node, argv, instance, "iperf3 client", log_path=workdir / "iperf3-client.json")
+    return NodeProcess(node, argv, instance, "iperf3 client", log_path=workdir / log_name)
 
 
 def curl_fetch(node, url: str, workdir: Path, instance, timeout_s: float) -> dict:
