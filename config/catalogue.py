@@ -13,6 +13,7 @@ from typing import Any
 WORKLOADS: dict[str, tuple[str, str]] = {
     # name:        (runs in the hosts,               analyses the results)
     "competing": ("hosts.workloads.competing", "analysis.workloads.competing"),
+    "bulk": ("hosts.workloads.bulk", "analysis.workloads.bulk"),
 }
 
 
