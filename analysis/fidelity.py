@@ -33,12 +33,18 @@ def flow_checks(meta: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str,
         declared = list(flow.get("declared_cc") or [])
         check: dict[str, Any] = {"flow": name, "declared_cc": declared, "observed_cc": observed,
                                  "cc_ok": bool(observed) and set(observed) <= set(declared)}
-        ff = (measured.get(name) or {}).get("first_flight")
+        got = measured.get(name) or {}
+        # One connection's first flight, or each connection's where a flow is many (web users).
+        flights = got.get("first_flights") or ([got["first_flight"]] if got.get("first_flight") else [])
         iw = flow.get("declared_iw")
-        check["first_flight_segments"] = ff["segments"] if ff else None
-        if iw is not None and ff is not None:
-            expected = min(int(iw), int(ff["total_segments"]))
-            check.update(expected_segments=expected, iw_ok=ff["segments"] == expected)
+        check["first_flight_segments"] = flights[0]["segments"] if len(flights) == 1 else None
+        if iw is not None and flights:
+            wrong = [f for f in flights if f["segments"] != min(int(iw), int(f["total_segments"]))]
+            check.update(connections=len(flights), expected_segments=min(int(iw), int(flights[0]["total_segments"])),
+                         iw_ok=not wrong, iw_wrong=len(wrong))
+            if wrong:
+                check["first_flight_segments"] = wrong[0]["segments"]
+                check["expected_segments"] = min(int(iw), int(wrong[0]["total_segments"]))
         out.append(check)
     return out
 
@@ -52,8 +58,9 @@ def problems(checks: list[dict[str, Any]]) -> list[str]:
             out.append(f"flow {c['flow']}: congestion control {seen} in the kernel, declared "
                        f"{' or '.join(c['declared_cc'])}")
         if c.get("iw_ok") is False:
+            many = f" ({c['iw_wrong']} of {c['connections']} connections)" if c.get("connections", 1) > 1 else ""
             out.append(f"flow {c['flow']}: first flight {c['first_flight_segments']} segments on the wire, "
-                       f"declared initial window gives {c['expected_segments']}")
+                       f"declared initial window gives {c['expected_segments']}{many}")
     return out
 
 

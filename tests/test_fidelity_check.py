@@ -57,3 +57,25 @@ def test_rate_is_a_least_squares_slope():
     # 50 Mbit/s with frame-sized steps and uneven reading times
     readings = [(0.1 * i + (0.003 if i % 3 else 0), int(50e6 / 8 * 0.1 * i) // 1514 * 1514) for i in range(40)]
     assert slope_bps(readings) == pytest.approx(50e6, rel=0.005)
+
+
+def test_flow_checks_compare_kernel_and_wire_with_the_declaration():
+    from analysis.fidelity import flow_checks, problems
+    meta = {"flows": [
+        {"name": "short", "declared_cc": ["cubic"], "declared_iw": 10, "observed_cc": ["cubic"]},
+        {"name": "long", "declared_cc": ["blitz"], "declared_iw": None, "observed_cc": ["stl3f_blitz"]},
+        {"name": "web", "declared_cc": ["reno"], "declared_iw": 3, "observed_cc": ["reno", "bbr"]},
+        {"name": "quiet", "declared_cc": ["cubic"], "declared_iw": 10, "observed_cc": []},
+    ]}
+    ff = lambda seg, total: {"segments": seg, "total_segments": total, "bytes": seg * 1448}  # noqa: E731
+    metrics = {"flows": {"short": {"first_flight": ff(10, 200)}, "long": {"first_flight": ff(55, 1000)},
+                         "web": {"first_flights": [ff(3, 50), ff(2, 2), ff(4, 9)]}}}
+    checks = {c["flow"]: c for c in flow_checks(meta, metrics)}
+    assert checks["short"]["cc_ok"] and checks["short"]["iw_ok"]
+    assert checks["long"]["cc_ok"] and "iw_ok" not in checks["long"]        # scheme-sized flight: recorded only
+    assert not checks["web"]["cc_ok"] and checks["web"]["iw_wrong"] == 1     # bbr seen; one flight of 4 for IW3
+    assert not checks["quiet"]["cc_ok"]                                     # never seen: not verified, not ok
+    text = "\n".join(problems(list(checks.values())))
+    assert "flow web: congestion control reno, bbr in the kernel, declared reno" in text
+    assert "flow web: first flight 4 segments on the wire, declared initial window gives 3 (1 of 3 connections)" in text
+    assert "flow quiet: congestion control no connection seen" in text and "short" not in text
