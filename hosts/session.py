@@ -48,6 +48,7 @@ class Flow:
     size_bytes: Optional[int] = None
     observed_cc: list[str] = field(default_factory=list)
     connections_seen: int = 0
+    note: str = ""                       # why a declared figure is not checked, if it is not
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -162,9 +163,13 @@ class RunSession:
         self._captures += start_captures(specs, self.instance)
 
     # -- flows -----------------------------------------------------------------------------
-    def flow(self, name: str, sender, receiver, server_port: int, size_bytes: Optional[int] = None) -> Flow:
+    def flow(self, name: str, sender, receiver, server_port: int, size_bytes: Optional[int] = None,
+             paced_by: str = "") -> Flow:
         """Declare a flow before its traffic starts: what its sender's variant claims it runs
-        is recorded, and the sender's sockets on `server_port` are watched from now on."""
+        is recorded, and the sender's sockets on `server_port` are watched from now on.
+        `paced_by` names what else limits the flow's sending rate on the wire (e.g. a token
+        bucket on its sender): its first flight then says nothing about the initial window,
+        which is recorded as not checked, with that reason."""
         variant, role = self._on_node.get(sender.name, (None, "server"))
         if variant is not None:
             declared = variant.declared(role, self.net.defaults)
@@ -173,7 +178,8 @@ class RunSession:
             declared = Declared(cc=(self.net.defaults.cc,), iw=self.net.defaults.iw)
         flow = Flow(name=name, sender=sender.name, receiver=receiver.name, server_port=server_port,
                     variant=variant.name if variant else None, declared_cc=list(declared.cc),
-                    declared_iw=declared.iw, size_bytes=size_bytes)
+                    declared_iw=None if paced_by else declared.iw, size_bytes=size_bytes,
+                    note=f"initial window not checked: the flow is paced by {paced_by}" if paced_by else "")
         self.flows.append(flow)
         self._watch(sender, server_port)
         return flow

@@ -120,12 +120,13 @@ class Competing(Workload):
         if params["long_flow"]:
             session.adopt("iperf3 server", Iperf3Server(long_server, session.workdir, session.instance))
         session.capture_standard()
-        session.flow("short", server, client, HTTP_PORT, size_bytes)
-        if params["long_flow"]:
-            session.flow("long", long_server, long_client, IPERF_PORT)
         shaper = None
         if params["long_flow"] and params["long_load"]:
             shaper = load_shaper(long_server, n.host_intf(long_server.name), prof, params["long_load"])
+        session.flow("short", server, client, HTTP_PORT, size_bytes)
+        if params["long_flow"]:
+            session.flow("long", long_server, long_client, IPERF_PORT,
+                         paced_by="the offered load's token bucket on its server" if shaper else "")
         session.ready()
 
         if params["long_flow"]:
