@@ -2,11 +2,20 @@
 """Delay-line fidelity benchmark (a script that prints figures, not a test). Run as root:
 
     .venv/bin/python benchmarks/delayline.py [--delays-ms 10,20,50] [--rates-mbps 50,1000] [--seconds 3]
+    .venv/bin/python benchmarks/delayline.py --what queue [--queue-rates-mbps 1.5,10,50] [--seconds 4]
+    .venv/bin/python benchmarks/delayline.py --what pairs [--pair-delays-ms 5,100] [--delays-ms 20]
 
-For each one-way delay: ping RTT error against 2 × delay (mean, p99), and for each rate a
-TCP bulk transfer (iperf3, offloads on) behind a tbf of that rate on h1, reporting goodput,
-the line's lateness (p50/p99/max), the CPU cores it used during the transfer, drops and
-reorders. The network is h1 — core — h2 with the delay line in the core.
+delay (default): for each one-way delay, ping RTT error against 2 × delay (mean, p99), and
+for each rate a TCP bulk transfer (iperf3, offloads on) behind a tbf of that rate on h1,
+reporting goodput, the line's lateness (p50/p99/max), the CPU cores it used during the
+transfer, drops and reorders.
+queue: the line's own bottleneck at each rate under a numbered UDP flood at 1.5 × the rate:
+delivered rate at h2's interface (rx bytes with Ethernet headers, least-squares slope) and
+from the datagrams' kernel timestamps, each as an error against the rate; datagrams lost
+against the queue's drop counter; reordering; the line's lateness over the flood.
+pairs: one UDP probe per pair, all at once, each pair with its own delay (plus one pair at
+the default delay): one-way delay error (mean, p99) per pair, reordering within a pair.
+The network is h1 — core — h2 with the delay line in the core.
 """
 from __future__ import annotations
 
@@ -81,17 +90,89 @@ def one_case(delay_s: float, rate_bps: float | None, seconds: float) -> dict:
         return row
 
 
+QUEUE_DELAY_S = 0.010
+
+
+def queue_case(rate_bps: float, seconds: float) -> dict:
+    """The line's bottleneck at `rate_bps` (droptail, 20 ms of buffer) under a 1.5 × flood."""
+    from hosts.delayline.line_net import flood
+    limit = max(10 * 1514, int(rate_bps / 8 * 0.02))
+    with line_net() as ln:
+        element = delay.DelayLine()
+        element.start(ln.core, ln.core_a, ln.core_b, QUEUE_DELAY_S, QUEUE_DELAY_S, rate_bps, rate_bps,
+                      Path(f"/tmp/{ln.instance.prefix}-delaybench"), ln.instance,
+                      queue_ab=delay.LineQueue(rate_bps, limit))
+        try:
+            before = element.snapshot()
+            r = flood(ln, rate_bps, seconds)
+            after = element.snapshot()
+        finally:
+            element.stop()
+    f = delay.interval_figures(before, after)
+    return {"rate_mbps": rate_bps / 1e6, "limit_bytes": limit,
+            "iface_rate_err_pct": 100 * (r["iface"]["bps"] / rate_bps - 1),
+            "timestamp_rate_err_pct": 100 * (r["steady"]["wire_bps"] / rate_bps - 1),
+            "iface_window_s": r["iface"]["seconds"], "sent": r["expected"], "lost": r["lost"],
+            "queue_drops": f["queue_drops"], "reordered": r["reordered"], "line_drops": f["drops"],
+            "lateness_us": f["lateness_us"], "late_over_1ms": f["late_over_1ms"]}
+
+
+def pairs_case(pair_delays_s: list[float], default_s: float) -> list[dict]:
+    """One probe per pair at once: pair k is 10.77.0.(100+k) → 10.77.0.(200+k) with the k-th delay."""
+    from hosts.delayline.line_net import H1_IP
+    table = {(f"10.77.0.{100 + k}", f"10.77.0.{200 + k}"): d for k, d in enumerate(pair_delays_s)}
+    with line_net() as ln:
+        for src, dst in table:
+            ln.add_pair(src, dst)
+        element = delay.DelayLine()
+        element.start(ln.core, ln.core_a, ln.core_b, default_s, default_s, 1e8, 1e8,
+                      Path(f"/tmp/{ln.instance.prefix}-delaybench"), ln.instance, pair_delays_ab=table)
+        flows = [(src, dst, d) for (src, dst), d in table.items()]
+        flows.append((H1_IP, next(iter(table))[1], default_s))        # not in the table
+        try:
+            probes = [ln.start_probe(1500, 5, 5000, 5700 + k, src=src, dst=dst)
+                      for k, (src, dst, _) in enumerate(flows)]
+            results = [p.finish() for p in probes]
+        finally:
+            stats = element.stop()
+    rows = []
+    for (src, dst, d), r in zip(flows, results):
+        owd = r["owd_us"]
+        rows.append({"pair": f"{src}>{dst}", "delay_ms": d * 1e3, "received": r["received"],
+                     "lost": r["lost"], "reordered": r["reordered"],
+                     "mean_err_us": owd["mean"] - d * 1e6 if owd["mean"] is not None else None,
+                     "min_err_us": owd["min"] - d * 1e6 if owd["min"] is not None else None,
+                     "p99_err_us": owd["p99"] - d * 1e6 if owd["p99"] is not None else None,
+                     "line_lateness_us": stats["lateness_us"]})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--what", default="delay", help="comma-separated: delay, queue, pairs")
     ap.add_argument("--delays-ms", default="10,20,50")
     ap.add_argument("--rates-mbps", default="50,1000")
-    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--queue-rates-mbps", default="1.5,10,50")
+    ap.add_argument("--pair-delays-ms", default="5,100")
+    ap.add_argument("--seconds", type=float, default=None, help="transfer/flood length (3 s / 4 s)")
     args = ap.parse_args()
     if delay.delayline_binary() is None:
         sys.exit(f"delay line not built; {delay.BUILD_HINT}")
-    for d in (float(x) / 1e3 for x in args.delays_ms.split(",")):
-        for rate in [None] + [float(r) * 1e6 for r in args.rates_mbps.split(",")]:
-            print(json.dumps(one_case(d, rate, args.seconds)), flush=True)
+    what = set(args.what.split(","))
+    if what - {"delay", "queue", "pairs"}:
+        sys.exit(f"unknown --what {args.what!r}: use delay, queue, pairs")
+    delays = [float(x) / 1e3 for x in args.delays_ms.split(",")]
+    if "delay" in what:
+        for d in delays:
+            for rate in [None] + [float(r) * 1e6 for r in args.rates_mbps.split(",")]:
+                print(json.dumps(one_case(d, rate, args.seconds or 3.0)), flush=True)
+    if "queue" in what:
+        for rate in (float(r) * 1e6 for r in args.queue_rates_mbps.split(",")):
+            print(json.dumps(queue_case(rate, args.seconds or 4.0)), flush=True)
+    if "pairs" in what:
+        pair_delays = [float(x) / 1e3 for x in args.pair_delays_ms.split(",")]
+        for row in pairs_case(pair_delays, delays[0]):
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

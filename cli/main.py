@@ -46,7 +46,9 @@ def cmd_doctor(args) -> int:
 def cmd_fidelity(args) -> int:
     from scenarios.fidelity import measure, print_result
     from topologies.profiles import get_profile
-    result = measure(get_profile(args.profile), delay_backend=args.delay_backend, pings=args.pings)
+    from topologies.shapers import DelayLineQueue, Tbf
+    shaper = Tbf() if args.shaper == "tbf" else DelayLineQueue(policy=args.shaper.partition(":")[2] or "droptail")
+    result = measure(get_profile(args.profile), delay_backend=args.delay_backend, pings=args.pings, shaper=shaper)
     if args.json:
         emit_json(result)
     else:
@@ -194,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"],
                    help="delay element in the core (default: netem if the kernel has it, else the delay line)")
     p.add_argument("--pings", type=int, default=200, help="idle RTT samples (default 200, at least 100)")
+    p.add_argument("--shaper", default="tbf", choices=["tbf", "delayline", "delayline:droptail", "delayline:pushout",
+                                                       "delayline:red"],
+                   help="how the bottleneck queues: tc tbf (default) or the delay line's own queue [with a policy]")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_fidelity)
 

@@ -28,6 +28,7 @@ from hosts.ping import percentile, ping_rtts
 from hosts.process import NodeProcess
 from topologies.network import Network
 from topologies.profiles import LinkProfile
+from topologies.shapers import Shaper
 from wire.tcpip import ETH_HEADER
 
 RATE_TOLERANCE = 0.01                 # delivered rate within 1 % of the configured one
@@ -170,7 +171,8 @@ def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path)
 
 
 def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 200,
-            workdir: Path | None = None, built: LinkProfile | None = None, tcp: bool = True) -> dict:
+            workdir: Path | None = None, built: LinkProfile | None = None, tcp: bool = True,
+            shaper: Shaper | None = None) -> dict:
     """Run the fidelity check; returns the figures DESIGN.md names (and more).
 
     `built`: the profile actually emulated when it differs from the one judged against
@@ -179,18 +181,18 @@ def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 2
     """
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
-            return _measure(profile, built or profile, delay_backend, pings, Path(tmp), tcp)
-    return _measure(profile, built or profile, delay_backend, pings, Path(workdir), tcp)
+            return _measure(profile, built or profile, delay_backend, pings, Path(tmp), tcp, shaper)
+    return _measure(profile, built or profile, delay_backend, pings, Path(workdir), tcp, shaper)
 
 
 def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings: int, workdir: Path,
-             tcp: bool) -> dict:
+             tcp: bool, shaper: Shaper | None) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     # The TCP count starts after slow start and its first loss recovery (information only).
     omit_s, seconds = max(2.0, 10 * profile.rtt_s), max(5.0, 20 * profile.rtt_s)
     floods = {}
-    with Network(built, workdir, delay_backend=delay_backend) as net:
+    with Network(built, workdir, delay_backend=delay_backend, shaper=shaper) as net:
         n = net.names
         client = net.host(n.client(1))
         # One warm-up ping, then the measured ones, spaced so they never queue behind each other.
@@ -208,12 +210,15 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
         bulk = bulk_goodput_bps(net, seconds, omit_s, workdir) if tcp else None
         backend = net.delay_backend_name
         queue_drops = net.queue_drops()
+        shaper_name = net.shaper.describe()
     delay_stats = net.delay_stats
     if len(rtts) < pings * 0.99:
         raise RuntimeError(f"only {len(rtts)} of {pings} pings were answered")
-    return judge(profile, backend, rtts, floods, bulk, delay_stats, queue_drops,
-                 {"setup_s": net.timings.get("setup_s", 0), "teardown_s": net.timings.get("teardown_s", 0),
-                  "wall_s": time.monotonic() - t0})
+    result = judge(profile, backend, rtts, floods, bulk, delay_stats, queue_drops,
+                   {"setup_s": net.timings.get("setup_s", 0), "teardown_s": net.timings.get("teardown_s", 0),
+                    "wall_s": time.monotonic() - t0})
+    result["shaper"] = shaper_name
+    return result
 
 
 def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: dict, bulk: dict | None,

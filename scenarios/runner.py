@@ -106,7 +106,9 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto") ->
         for profile_name, group in itertools.groupby(todo, key=lambda r: r.profile):
             net_name = f"{profile_name}-{datetime.now().strftime('%H%M%S')}"
             net_dir = campaign.path / schema.NETWORKS_DIR / net_name
-            with Network(profiles[profile_name], net_dir, pairs=sc.pairs_needed(), delay_backend=delay_backend) as net:
+            needs = sc.host_needs()
+            with Network(profiles[profile_name], net_dir, pairs=needs.pairs, delay_backend=delay_backend,
+                         shaper=sc.shaper, pair_rtts_ms=needs.rtts_ms) as net:
                 n = net.names
                 path = path_rtt(net.host(n.client(1)), n.server_ip(1), net.profile.rtt_ms)
                 for run in group:

@@ -19,9 +19,10 @@ from config.params import Param
 from config.sizes import parse_size, size_label
 from config.yamlfile import Fields, FieldError
 from hosts.variants import VARIANTS, Variant, parse_variant
-from hosts.workloads.base import Workload
+from hosts.workloads.base import HostNeeds, Workload
 from machine.errors import UserError
 from topologies.profiles import LinkProfile, load_profiles
+from topologies.shapers import SHAPERS, DelayLineQueue, Shaper, Tbf
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 
@@ -65,6 +66,7 @@ class Scenario:
     text_hash: str
     overrides: dict = field(default_factory=dict)
     sweep: Sweep | None = None
+    shaper: Shaper = field(default_factory=Tbf)
 
     @property
     def hash(self) -> str:
@@ -91,9 +93,18 @@ class Scenario:
 
     def pairs_needed(self) -> int:
         """Client/server pairs the network needs for every run of the scenario."""
+        return self.host_needs().pairs
+
+    def host_needs(self) -> HostNeeds:
+        """What the network needs for every run: the most pairs any sweep point asks for, and
+        the per-pair RTTs (which a sweep must not change: the network is built once)."""
         points = [self.params_for(Run("", None, "", 0, (self.sweep.param, x))) for x in self.sweep.values] \
             if self.sweep else [self.workload_params]
-        return max(self.workload.hosts(p).pairs for p in points)
+        needs = [self.workload.hosts(p) for p in points]
+        if any(n.rtts_ms != needs[0].rtts_ms for n in needs):
+            raise UserError(f"{self.path}: sweep.param: {self.sweep.param} changes the per-pair RTTs, "
+                            "which are fixed for a network")
+        return HostNeeds(pairs=max(n.pairs for n in needs), rtts_ms=needs[0].rtts_ms)
 
     def variant(self, name: str) -> Variant:
         """A variant by name: the scenario's own, else the catalogue's."""
@@ -113,6 +124,7 @@ class Scenario:
                 "overrides": self.overrides,
                 "sweep": {"param": self.sweep.param, "values": self.sweep.values} if self.sweep else None,
                 "variant_definitions": {n: v.describe() for n, v in self.variants.items()},
+                "shaper": self.shaper.describe(),
                 "workload_variants": {k: self.variant(v).describe() for k, v in self.workload_params.items()
                                       if self.workload.params[k].kind == "variant"}}
 
@@ -164,6 +176,21 @@ def _sweep(fields: Fields, workload: Workload) -> Sweep:
     return Sweep(param, [declared.normalise(v) for v in values])
 
 
+def _shaper(fields: Fields) -> Shaper:
+    """`shaper: {kind: tbf}` (the default) or `{kind: delayline, policy: droptail|pushout|red,
+    low_dscp: [14]}`: how the bottleneck queues."""
+    kind = fields.text("kind", choices=list(SHAPERS))
+    if kind == "tbf":
+        fields.unknown({"kind"})
+        return Tbf()
+    fields.unknown({"kind", "policy", "low_dscp"})
+    policy = fields.text("policy", "droptail", choices=["droptail", "pushout", "red"])
+    low = fields.list("low_dscp", [14])
+    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 63 for d in low):
+        raise fields.error("low_dscp", f"DSCP values are whole numbers 0..63, got {low}")
+    return DelayLineQueue(policy=policy, low_dscp=tuple(low))
+
+
 def _variants(path: Path, top: Fields) -> dict[str, Variant]:
     variants: dict[str, Variant] = {}
     for i, item in enumerate(top.list("variants")):
@@ -193,7 +220,7 @@ def load_scenario(path: Path | str) -> Scenario:
     data = yamlfile.load(path)
     top = Fields(path, data, "")
     top.unknown({"format", "name", "description", "paper", "profiles", "sizes", "workload",
-                 "variants", "baseline", "repetitions", "seed", "sweep"})
+                 "variants", "baseline", "repetitions", "seed", "sweep", "shaper"})
     known_profiles = load_profiles()
     profiles = []
     for name in top.list("profiles"):
@@ -221,7 +248,8 @@ def load_scenario(path: Path | str) -> Scenario:
         reps=int(top.number("repetitions", 1, low=1, high=10000, integer=True)),
         seed=int(top.number("seed", 1, low=0, high=2 ** 32, integer=True)),
         text_hash=hashlib.sha256(path.read_bytes()).hexdigest(),
-        sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None)
+        sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None,
+        shaper=_shaper(top.sub("shaper")) if top.has("shaper") else Tbf())
 
 
 def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, variants: str | None,

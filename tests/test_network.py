@@ -45,7 +45,7 @@ def test_build_reachability_and_teardown(tmp_path, topology, routers):
         assert "inet " not in core.cmd("ip -4 -o addr show scope global")
         assert net.delay_backend_name in ("netem", "delayline")
         applied = net.applied()
-        assert len(applied["queues"]) == 2 * (routers - 1) and applied["shaper"] == "tbf"
+        assert len(applied["queues"]) == 2 * (routers - 1) and applied["shaper"]["kind"] == "tbf"
         prefix = n.prefix
     assert prefix not in " ".join(leftovers()["links"])
 

@@ -18,7 +18,9 @@ import shlex
 import signal
 import subprocess
 import time
+import ipaddress
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 
 from machine import binaries, capabilities
@@ -33,6 +35,8 @@ DEFAULT_RATE_BPS = 10_000_000_000   # sizing rate when a direction is not shaped
 RING_MAX_BYTES = 4 << 30            # the delay line refuses larger rings
 READY_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
+SNAPSHOT_TIMEOUT_S = 5.0
+LATE_THRESHOLD_US = 1000          # `late_over_1ms`: frames released ≥ 1 ms late
 
 
 # -- sizing (pure) ---------------------------------------------------------------------
@@ -55,6 +59,85 @@ def ring_bytes(rate_bps: float | None, delay_s: float) -> int:
     rate = rate_bps if rate_bps else DEFAULT_RATE_BPS
     need = math.ceil(BUFFER_FACTOR * rate / 8 * max(delay_s, 0)) + 2 * MAX_FRAME_BYTES
     return min(max(need, RING_FLOOR_BYTES), RING_MAX_BYTES)
+
+
+QUEUE_POLICIES = ("droptail", "pushout", "red")
+AF13 = 14                           # DSCP of the default low-priority class
+
+
+@dataclass(frozen=True)
+class LineQueue:
+    """A bottleneck queue inside the delay line, in front of the delay (one direction).
+
+    rate_bps counts whole Ethernet frames with their 14-byte header (as tc tbf does);
+    limit_bytes is the buffer in the same bytes. `pushout` drops the most recently queued
+    frame whose DSCP is in `low_dscp` to make room for an arrival; `red` takes
+    (min_bytes, max_bytes, max_p), default a quarter and three quarters of the limit, 0.1.
+    """
+    rate_bps: float
+    limit_bytes: int
+    policy: str = "droptail"
+    low_dscp: tuple[int, ...] = (AF13,)
+    red: tuple[int, int, float] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.rate_bps or self.rate_bps <= 0:
+            raise ValueError(f"queue rate must be positive, got {self.rate_bps}")
+        if self.limit_bytes <= 0:
+            raise ValueError(f"queue limit must be positive, got {self.limit_bytes} bytes")
+        if self.policy not in QUEUE_POLICIES:
+            raise ValueError(f"unknown queue policy {self.policy!r}: use {', '.join(QUEUE_POLICIES)}")
+        if any(not 0 <= d <= 63 for d in self.low_dscp):
+            raise ValueError(f"DSCP values are 0..63, got {self.low_dscp}")
+        if self.red is not None and self.policy != "red":
+            raise ValueError("red thresholds apply to the red policy only")
+
+
+def queue_flags(direction: str, queue: LineQueue | None) -> list[str]:
+    """The delay line's flags for one direction's queue ('ab' or 'ba'); none without a queue."""
+    if queue is None:
+        return []
+    flags = [f"--rate-{direction}-bps", str(round(queue.rate_bps)),
+             f"--limit-{direction}-bytes", str(int(queue.limit_bytes)),
+             f"--policy-{direction}", queue.policy,
+             f"--low-dscp-{direction}", ",".join(str(d) for d in sorted(set(queue.low_dscp)))]
+    if queue.red is not None:
+        lo, hi, p = queue.red
+        flags += [f"--red-{direction}", f"{int(lo)},{int(hi)},{p}"]
+    return flags
+
+
+PairDelays = dict[tuple[str, str], float]     # (source IPv4, destination IPv4) → one-way delay (s)
+
+
+def pair_delay_text(table: PairDelays) -> str:
+    """The delay line's pair table: one `SRC_IPV4 DST_IPV4 DELAY_US` line per pair, sorted."""
+    lines = []
+    for (src, dst), seconds in sorted(table.items()):
+        for addr in (src, dst):
+            try:
+                ipaddress.IPv4Address(addr)
+            except ValueError:
+                raise ValueError(f"{addr!r} is not an IPv4 address (pair {src} → {dst})") from None
+        if not 0 <= seconds <= 10:
+            raise ValueError(f"delay of pair {src} → {dst} must lie in 0..10 s, got {seconds}")
+        lines.append(f"{src} {dst} {round(seconds * 1e6)}\n")
+    return "".join(lines)
+
+
+def longest_delay(default_s: float, table: PairDelays | None) -> float:
+    """The longest one-way delay a direction applies (sizes its ring)."""
+    return max([default_s, *(table or {}).values()])
+
+
+def line_ring_bytes(rate_bps: float | None, delay_s: float, queue: LineQueue | None = None) -> int:
+    """Ring of one direction of the line: the delay's share (`ring_bytes`) plus the queue's.
+
+    The queue holds up to its limit; frames it pushes out keep their ring space until older
+    frames leave, and each frame carries a 10-byte header, hence twice the limit.
+    """
+    extra = 2 * int(queue.limit_bytes) if queue else 0
+    return min(ring_bytes(rate_bps, delay_s) + extra, RING_MAX_BYTES)
 
 
 def netem_commands(intf_a: str, intf_b: str, bridge: str, delay_ab_s: float, delay_ba_s: float,
@@ -178,6 +261,10 @@ class DelayBackend(ABC):
     def stop(self) -> dict:
         """Stop and return the element's counters (backend, drops, reorders, lateness_us, cpu_s, …)."""
 
+    @abstractmethod
+    def snapshot(self) -> dict:
+        """Cumulative counters so far, without stopping; `interval_figures` turns two into an interval."""
+
 
 class NetemDelay(DelayBackend):
     """Bridge + netem on each egress of the core node (kernels with sch_netem)."""
@@ -187,6 +274,8 @@ class NetemDelay(DelayBackend):
         self.node = None
         self.intfs: tuple[str, str] = ("", "")
         self.bridge = ""
+        self.generation = 0
+        self.started = 0.0
 
     def start(self, node, intf_a, intf_b, delay_ab_s, delay_ba_s, rate_ab_bps, rate_ba_bps,
               workdir, instance) -> None:
@@ -199,10 +288,29 @@ class NetemDelay(DelayBackend):
                               netem_limit_packets(rate_ba_bps or DEFAULT_RATE_BPS, delay_ba_s, mtu))
         for cmd in cmds:
             check_cmd(node, shlex.join(cmd))
+        self.generation, self.started = 0, time.monotonic()
+
+    def _counters(self, intf: str) -> dict:
+        """Packets, bytes and drops of the netem qdisc on `intf` (its egress)."""
+        out = json.loads(check_cmd(self.node, f"tc -s -j qdisc show dev {intf} root") or "[]")
+        netem = [q for q in out if q.get("kind") == "netem"]
+        return {"tx_frames": sum(int(q.get("packets", 0)) for q in netem),
+                "tx_bytes": sum(int(q.get("bytes", 0)) for q in netem),
+                "qdisc_drops": sum(int(q.get("drops", 0)) for q in netem)}
 
     def _drops(self, intf: str) -> int:
-        out = json.loads(check_cmd(self.node, f"tc -s -j qdisc show dev {intf} root") or "[]")
-        return sum(int(q.get("drops", 0)) for q in out if q.get("kind") == "netem")
+        return self._counters(intf)["qdisc_drops"]
+
+    def snapshot(self) -> dict:
+        """netem's own counters (no lateness: the kernel keeps none)."""
+        if self.node is None:
+            raise RuntimeError("netem delay not started")
+        intf_a, intf_b = self.intfs
+        self.generation += 1
+        ab, ba = self._counters(intf_b), self._counters(intf_a)     # a→b leaves through intf_b
+        return {"backend": self.name, "generation": self.generation, "final": False,
+                "elapsed_s": time.monotonic() - self.started, "a_to_b": ab, "b_to_a": ba,
+                "drops": ab["qdisc_drops"] + ba["qdisc_drops"], "reorders": 0}
 
     def stop(self) -> dict:
         intf_a, intf_b = self.intfs
@@ -241,16 +349,30 @@ class DelayLine(DelayBackend):
         self.proc: subprocess.Popen | None = None
         self.stats_path: Path | None = None
         self.stderr_path: Path | None = None
+        self.generation = 0                 # newest stats generation read
 
     def command(self, intf_a: str, intf_b: str, delay_ab_s: float, delay_ba_s: float,
-                ring_ab: int, ring_ba: int, stats: Path) -> list[str]:
+                ring_ab: int, ring_ba: int, stats: Path, queue_ab: LineQueue | None = None,
+                queue_ba: LineQueue | None = None, pairs_ab: Path | None = None,
+                pairs_ba: Path | None = None) -> list[str]:
         return [str(self.binary), "--if-a", intf_a, "--if-b", intf_b,
                 "--delay-ab-us", str(round(delay_ab_s * 1e6)), "--delay-ba-us", str(round(delay_ba_s * 1e6)),
                 "--ring-ab-bytes", str(ring_ab), "--ring-ba-bytes", str(ring_ba), "--stats", str(stats),
-                *(["--cpu-a", str(self.cpus[0]), "--cpu-b", str(self.cpus[1])] if self.cpus else [])]
+                *(["--cpu-a", str(self.cpus[0]), "--cpu-b", str(self.cpus[1])] if self.cpus else []),
+                *queue_flags("ab", queue_ab), *queue_flags("ba", queue_ba),
+                *(["--pairs-ab", str(pairs_ab)] if pairs_ab else []),
+                *(["--pairs-ba", str(pairs_ba)] if pairs_ba else [])]
 
     def start(self, node, intf_a, intf_b, delay_ab_s, delay_ba_s, rate_ab_bps, rate_ba_bps,
-              workdir, instance) -> None:
+              workdir, instance, *, queue_ab: LineQueue | None = None,
+              queue_ba: LineQueue | None = None, pair_delays_ab: PairDelays | None = None,
+              pair_delays_ba: PairDelays | None = None) -> None:
+        """Start the line.
+
+        `queue_ab`/`queue_ba` put a bottleneck queue before each direction's delay;
+        `pair_delays_ab`/`pair_delays_ba` give IPv4 (source, destination) pairs their own
+        one-way delay in that direction instead of delay_ab_s/delay_ba_s.
+        """
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         self.stats_path = workdir / "delayline-stats.json"
@@ -258,8 +380,17 @@ class DelayLine(DelayBackend):
         self.stderr_path = workdir / "delayline.stderr"
         set_single_cpu_rps(node, intf_a, self.rps_cpu)
         set_single_cpu_rps(node, intf_b, self.rps_cpu)
-        cmd = self.command(intf_a, intf_b, delay_ab_s, delay_ba_s, ring_bytes(rate_ab_bps, delay_ab_s),
-                           ring_bytes(rate_ba_bps, delay_ba_s), self.stats_path)
+        tables: dict[str, Path | None] = {}
+        for direction, table in (("ab", pair_delays_ab), ("ba", pair_delays_ba)):
+            tables[direction] = None
+            if table:
+                tables[direction] = workdir / f"delayline-pairs-{direction}.txt"
+                tables[direction].write_text(pair_delay_text(table))
+        cmd = self.command(intf_a, intf_b, delay_ab_s, delay_ba_s,
+                           line_ring_bytes(rate_ab_bps, longest_delay(delay_ab_s, pair_delays_ab), queue_ab),
+                           line_ring_bytes(rate_ba_bps, longest_delay(delay_ba_s, pair_delays_ba), queue_ba),
+                           self.stats_path, queue_ab=queue_ab, queue_ba=queue_ba,
+                           pairs_ab=tables["ab"], pairs_ba=tables["ba"])
         with open(self.stderr_path, "wb") as err:
             self.proc = node.popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
         instance.add_process(self.proc.pid, "delayline")
@@ -288,6 +419,30 @@ class DelayLine(DelayBackend):
         reason = self.stderr_path.read_text().strip() if self.stderr_path else ""
         raise RuntimeError(f"delay line did not become ready within {READY_TIMEOUT_S:.0f} s: "
                            f"{reason or 'no message'}")
+
+    def snapshot(self, timeout_s: float = SNAPSHOT_TIMEOUT_S) -> dict:
+        """Ask the running line for its counters (SIGUSR1) and wait for the new generation.
+
+        The line rewrites its stats file atomically, so a read sees a whole document; the
+        generation tells this request's answer from an older one.
+        """
+        if self.proc is None or self.stats_path is None:
+            raise RuntimeError("delay line not started")
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"delay line has exited with {self.proc.returncode}")
+        wanted = self.generation + 1
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            raw = read_stats(self.stats_path)
+            if raw is not None and raw.get("generation", 0) >= wanted:
+                self.generation = raw["generation"]
+                return {"backend": self.name, **raw}
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                reason = self.stderr_path.read_text().strip() if self.stderr_path else ""
+                raise RuntimeError(f"delay line gave no snapshot {wanted} within {timeout_s:.0f} s"
+                                   + (f": {reason}" if reason else ""))
+            time.sleep(0.002)
 
     def stop(self) -> dict:
         if self.proc is None:
@@ -322,3 +477,122 @@ def summarize(raw: dict, cpu_s: float | None) -> dict:
     return {"backend": DelayLine.name, "drops": raw["drops"], "reorders": raw["reorders"],
             "lateness_us": {k: worst(k) for k in ("p50", "p99", "max")},
             "cpu_s": cpu_s, **dirs}
+
+
+def read_stats(path: Path) -> dict | None:
+    """The line's stats file, or None while it does not exist yet."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+# -- intervals between two snapshots (pure) ------------------------------------------------
+
+DIRECTIONS = ("a_to_b", "b_to_a")
+# Every way a frame can be lost inside the delay element (delay line and netem keys).
+DROP_KINDS = ("ring_overflows", "send_errors", "socket_drops", "link_tx_drops", "rx_errors", "qdisc_drops")
+
+
+def fine_histogram(direction: dict) -> dict[int, int] | None:
+    """A direction's sparse lateness histogram {µs: frames}, or None when the element keeps none."""
+    pairs = direction.get("lateness_fine_us")
+    return None if pairs is None else {int(us): int(n) for us, n in pairs}
+
+
+def histogram_figures(hist: dict[int, int] | None) -> dict:
+    """p50, p99 and max (µs buckets, rounded down) of a histogram, as the line computes them.
+
+    A quantile is the smallest bucket at or below which at least that fraction of the frames
+    lie; all None when the histogram is unknown or empty.
+    """
+    count = sum(hist.values()) if hist else 0
+    if not count:
+        return {"p50": None, "p99": None, "max": None}
+    ordered = sorted((us, n) for us, n in hist.items() if n)
+
+    def quantile(q: float) -> int:
+        rank, seen = max(1, math.ceil(q * count)), 0
+        for us, n in ordered:
+            seen += n
+            if seen >= rank:
+                return us
+        return ordered[-1][0]
+    return {"p50": quantile(0.5), "p99": quantile(0.99), "max": ordered[-1][0]}
+
+
+def _difference(before: int | None, after: int | None, what: str) -> int:
+    if after is None:
+        return 0
+    d = after - (before or 0)
+    if d < 0:
+        raise ValueError(f"{what} went down from {before} to {after}: the snapshots are out of "
+                         "order or from different runs")
+    return d
+
+
+def _direction_interval(before: dict, after: dict, name: str) -> dict:
+    drops = {k: _difference(before.get(k), after[k], f"{name}.{k}") for k in DROP_KINDS if k in after}
+    hist = None
+    h1 = fine_histogram(after)
+    if h1 is not None:
+        h0 = fine_histogram(before) or {}
+        hist = {us: _difference(h0.get(us), n, f"{name} lateness bucket {us} µs") for us, n in h1.items()}
+        if any(us not in h1 for us in h0):
+            raise ValueError(f"{name}: a lateness bucket vanished: the snapshots are out of order")
+        hist = {us: n for us, n in hist.items() if n}
+    queue = after.get("queue")
+    return {"frames": _difference(before.get("tx_frames"), after.get("tx_frames"), f"{name}.tx_frames"),
+            "drops": sum(drops.values()), "drops_by_kind": drops,
+            "reorders": _difference(before.get("reorders_seen"), after.get("reorders_seen"), f"{name}.reorders_seen"),
+            "queue_drops": None if not queue else
+            _difference((before.get("queue") or {}).get("dropped"), queue["dropped"], f"{name}.queue.dropped"),
+            "histogram": hist}
+
+
+def interval_figures(before: dict, after: dict) -> dict:
+    """What the delay element did between two snapshots of it (`DelayBackend.snapshot`).
+
+    frames: frames sent on; drops: frames lost inside the element, every kind (a bottleneck
+    queue's deliberate drops are `queue_drops`, None without a queue); reorders: frames
+    released before an earlier one; lateness_us p50/p99/max over the interval's frames
+    (None when no frame or the backend keeps no lateness) and `late_over_1ms`, the frames
+    released 1 ms or more late. Both directions together, and each under its name.
+    """
+    if before.get("backend") != after.get("backend"):
+        raise ValueError(f"snapshots of different backends: {before.get('backend')} and {after.get('backend')}")
+    if after.get("generation", 0) <= before.get("generation", 0):
+        raise ValueError(f"snapshot generation {after.get('generation')} does not follow "
+                         f"{before.get('generation')}")
+    dirs = {name: _direction_interval(before[name], after[name], name) for name in DIRECTIONS}
+    hists = [d.pop("histogram") for d in dirs.values()]
+    merged: dict[int, int] | None = None
+    if all(h is not None for h in hists):
+        merged = {}
+        for h in hists:
+            for us, n in h.items():
+                merged[us] = merged.get(us, 0) + n
+    for d, h in zip(dirs.values(), hists):
+        d["lateness_us"] = histogram_figures(h)
+        d["late_over_1ms"] = None if h is None else sum(n for us, n in h.items() if us >= LATE_THRESHOLD_US)
+    kinds: dict[str, int] = {}
+    for d in dirs.values():
+        for k, n in d["drops_by_kind"].items():
+            kinds[k] = kinds.get(k, 0) + n
+    queue = [d["queue_drops"] for d in dirs.values() if d["queue_drops"] is not None]
+    elapsed = (after["elapsed_s"] - before["elapsed_s"]
+               if "elapsed_s" in after and "elapsed_s" in before else None)
+    out = {"backend": after.get("backend"),
+           "generations": [before.get("generation"), after.get("generation")],
+           "seconds": elapsed,
+           "frames": sum(d["frames"] for d in dirs.values()),
+           "drops": sum(kinds.values()), "drops_by_kind": kinds,
+           "reorders": sum(d["reorders"] for d in dirs.values()),
+           "queue_drops": sum(queue) if queue else None,
+           "lateness_us": histogram_figures(merged),
+           "late_over_1ms": None if merged is None else
+           sum(n for us, n in merged.items() if us >= LATE_THRESHOLD_US),
+           **dirs}
+    if "core" in after:
+        out["core"] = after["core"]
+    return out

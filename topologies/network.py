@@ -19,6 +19,7 @@ from mininet.nodelib import LinuxBridge
 
 from machine import registry
 from machine.capabilities import require_root, switch_kind
+from machine.errors import UserError
 from topologies import delay, endhosts
 from topologies.endhosts import EndHostDefaults
 from topologies.names import PathNames, TOPOLOGIES
@@ -39,7 +40,8 @@ class Network:
 
     def __init__(self, profile: LinkProfile, workdir: Path, *, pairs: int = 2,
                  delay_backend: str = "auto", offload: bool | None = None, shaper: Shaper | None = None,
-                 defaults: EndHostDefaults | None = None):
+                 defaults: EndHostDefaults | None = None,
+                 pair_rtts_ms: dict[tuple[int, int], float] | None = None):
         self.profile = profile
         self.workdir = Path(workdir)
         self.pairs = pairs
@@ -49,6 +51,8 @@ class Network:
         self.offload = profile.offload if offload is None else offload
         self.shaper = shaper or Tbf()
         self.defaults = defaults or EndHostDefaults()
+        # (client i, server j) → that pair's base RTT; applied by the delay line in the core.
+        self.pair_rtts_ms = dict(pair_rtts_ms or {})
         self.instance: registry.Instance | None = None
         self.names: PathNames | None = None
         self.net: Mininet | None = None
@@ -74,8 +78,17 @@ class Network:
         t0 = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         # Fail before building anything if no delay element can be had.
-        backends = [delay.choose_backend(self.delay_preference)
-                    for _ in range(TOPOLOGIES[self.profile.topology] - 1)]
+        preference = self.delay_preference
+        if self.pair_rtts_ms:
+            if preference not in ("auto", "delayline"):
+                raise UserError("per-pair RTTs are applied by the delay line, not by " + preference)
+            preference = "delayline"
+        if self.shaper.delay_backend:
+            if preference not in ("auto", self.shaper.delay_backend):
+                raise UserError(f"the {self.shaper.name} shaper lives in the {self.shaper.delay_backend} delay "
+                                f"element, not {preference}")
+            preference = self.shaper.delay_backend
+        backends = [delay.choose_backend(preference) for _ in range(TOPOLOGIES[self.profile.topology] - 1)]
         self.instance = registry.new_instance()
         self.names = PathNames(self.instance.prefix, TOPOLOGIES[self.profile.topology], self.pairs)
         for side in ("client", "server"):             # root-namespace objects, by name
@@ -154,17 +167,33 @@ class Network:
             "profile": self.profile.as_dict(),
             "topology": self.profile.topology,
             "prefix": self.names.prefix if self.names else None,
-            "shaper": self.shaper.name,
+            "shaper": self.shaper.describe(),
             "queues": [q.as_dict() for q in self.queues],
             "delay_backend": self.delay_backend_name,
             "one_way_delay_s_per_core": self.profile.one_way_delay_s(self.names.routers - 1),
             "offload": self.offload,
             "end_hosts": self.defaults.as_dict(),
+            "pair_rtts_ms": {f"cl{i}-sv{j}": rtt for (i, j), rtt in sorted(self.pair_rtts_ms.items())},
         }
 
     @property
     def delay_backend_name(self) -> str | None:
         return self.delays[0][1].name if self.delays else None
+
+    def _pair_delays(self, hops: int) -> dict:
+        """The delay line's per-pair tables: each pair's RTT split over both directions and
+        over the core hops, like the profile's own."""
+        if not self.pair_rtts_ms:
+            return {}
+        n = self.names
+        ab, ba = {}, {}
+        for (i, j), rtt_ms in self.pair_rtts_ms.items():
+            if not (1 <= i <= n.pairs and 1 <= j <= n.pairs):
+                raise UserError(f"a per-pair RTT names client {i} / server {j}, but the network has {n.pairs} pairs")
+            one_way = rtt_ms / 1000 / 2 / hops
+            ab[(n.client_ip(i), n.server_ip(j))] = one_way
+            ba[(n.server_ip(j), n.client_ip(i))] = one_way
+        return {"pair_delays_ab": ab, "pair_delays_ba": ba}
 
     def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
         """Sent bytes/packets and drops of each queue of `direction` so far (interface → counters)."""
@@ -173,6 +202,9 @@ class Network:
     def queue_drops(self) -> dict[str, int]:
         """Drops counted by each queue so far (interface → packets)."""
         return {q.intf: self.shaper.counters(self, q)["dropped"] for q in self.queues}
+
+    def delay_element(self, core: str) -> delay.DelayBackend:
+        return dict(self.delays)[core]
 
     def delay_snapshot(self) -> list[dict]:
         """Cumulative counters of every delay element so far (see DelayBackend.snapshot)."""
@@ -263,6 +295,7 @@ class Network:
             core = self.host(n.core(k))
             element.start(core, n.core_intf(k, "client"), n.core_intf(k, "server"),
                           one_way, one_way, self.profile.rate_bps("up"), self.profile.rate_bps("down"),
-                          self.workdir / f"delay-{n.core(k)}", self.instance)
+                          self.workdir / f"delay-{n.core(k)}", self.instance, **self.shaper.delay_options(k),
+                          **self._pair_delays(n.routers - 1))
             self.delays.append((n.core(k), element))
         self.timings["delay_started"] = time.monotonic()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 
+from topologies.delay import AF13, LineQueue
 from topologies.names import PathNames
 from topologies.profiles import LinkProfile
 
@@ -36,6 +37,14 @@ class Queue:
 class Shaper(ABC):
     """Puts a profile's bottleneck queue on a hop and reads its counters."""
     name: str = ""
+    delay_backend: str | None = None      # the delay element it needs, if it lives there
+
+    def delay_options(self, hop: int) -> dict:
+        """Keyword options for the delay element of `hop` (a queue that lives inside it)."""
+        return {}
+
+    def describe(self) -> dict:
+        return {"kind": self.name}
 
     @abstractmethod
     def install(self, net, names: PathNames, profile: LinkProfile, hop: int, direction: str) -> Queue:
@@ -112,3 +121,52 @@ class Tbf(Shaper):
 
     def counters(self, net, queue: Queue) -> dict[str, int]:
         return tbf_counters(net.host(queue.node).cmd(f"tc -s qdisc show dev {queue.intf}"))
+
+
+class DelayLineQueue(Shaper):
+    """The bottleneck queue inside startlab's delay line, in front of its delay (as
+    mahimahi's mm-link sits before mm-delay): the profile's rate and buffer, and a drop
+    policy tbf cannot offer — `droptail`, `pushout` (a full buffer drops a queued
+    low-priority frame, DSCP in `low_dscp`, before anything else: TCP Fast Start's router,
+    §3.2) or `red`. The delay line serialises frames at the rate and never reorders.
+    """
+    name = "delayline"
+    delay_backend = "delayline"
+
+    def __init__(self, policy: str = "droptail", low_dscp: tuple[int, ...] = (AF13,)):
+        self.policy = policy
+        self.low_dscp = tuple(low_dscp)
+        self._queues: dict[tuple[int, str], LineQueue] = {}
+
+    def describe(self) -> dict:
+        return {"kind": self.name, "policy": self.policy, "low_dscp": list(self.low_dscp)}
+
+    @staticmethod
+    def line_direction(direction: str) -> str:
+        """The delay line's a→b runs client → server (its a side faces the clients)."""
+        return "ab" if direction == "up" else "ba"
+
+    def install(self, net, names, profile, hop, direction) -> Queue:
+        queue = LineQueue(rate_bps=profile.rate_bps(direction), limit_bytes=profile.buffer_bytes(direction),
+                          policy=self.policy, low_dscp=self.low_dscp)
+        self._queues[(hop, direction)] = queue
+        west, east = names.router(hop), names.router(hop + 1)
+        toward_core = (east, names.facing(east, "client")) if direction == "down" else (west, names.facing(west, "server"))
+        from_core = (west, names.facing(west, "server")) if direction == "down" else (east, names.facing(east, "client"))
+        return Queue(node=names.core(hop), intf=names.core_intf(hop, "client" if direction == "down" else "server"),
+                     direction=direction, hop=hop,
+                     settings={"shaper": self.name, "rate_bps": queue.rate_bps, "limit_bytes": queue.limit_bytes,
+                               "buffer_packets": profile.buffer_packets(direction), "policy": queue.policy,
+                               "low_dscp": list(queue.low_dscp), "line_direction": self.line_direction(direction)},
+                     before=toward_core, after=from_core)
+
+    def delay_options(self, hop: int) -> dict:
+        return {"queue_ab": self._queues.get((hop, "up")), "queue_ba": self._queues.get((hop, "down"))}
+
+    def counters(self, net, queue: Queue) -> dict[str, int]:
+        q = (net.delay_element(queue.node).snapshot().get(queue.settings["line_direction"]) or {}).get("queue") or {}
+        return {"sent_bytes": int(q.get("sent_bytes", 0)), "sent_pkts": int(q.get("sent", 0)),
+                "dropped": int(q.get("dropped", 0))}
+
+
+SHAPERS = {"tbf": Tbf, "delayline": DelayLineQueue}

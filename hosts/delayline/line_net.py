@@ -56,24 +56,60 @@ class LineNet:
         check_cmd(self.h2, f"ip neigh replace {H1_IP} lladdr {self.h1.intf(f'{p}h1-eth0').MAC()} "
                            f"dev {p}h2-eth0 nud permanent")
 
-    def udp_probe(self, count: int, burst: int, gap_us: float, port: int = 5601) -> dict:
-        """Send `count` numbered datagrams h1 → h2 through the core; the receiver's summary."""
-        recv = self.h2.popen([sys.executable, str(PROBE), "recv", str(port), str(count)],
+    def add_pair(self, h1_ip: str, h2_ip: str) -> None:
+        """One more address on h1 and on h2 (same /24), so several IPv4 pairs cross the core."""
+        p = self.instance.prefix
+        check_cmd(self.h1, f"ip addr add {h1_ip}/24 dev {p}h1-eth0")
+        check_cmd(self.h2, f"ip addr add {h2_ip}/24 dev {p}h2-eth0")
+        check_cmd(self.h1, f"ip neigh replace {h2_ip} lladdr {self.h2.intf(f'{p}h2-eth0').MAC()} "
+                           f"dev {p}h1-eth0 nud permanent")
+        check_cmd(self.h2, f"ip neigh replace {h1_ip} lladdr {self.h1.intf(f'{p}h1-eth0').MAC()} "
+                           f"dev {p}h2-eth0 nud permanent")
+
+    def start_probe(self, count: int, burst: int, gap_us: float, port: int = 5601, *,
+                    payload: int | None = None, tos: int = 0, src: str | None = None,
+                    dst: str = H2_IP, skip_s: float = 0.0) -> "Probe":
+        """Start `count` numbered datagrams h1 → h2 through the core; `finish()` gives the summary."""
+        recv = self.h2.popen([sys.executable, str(PROBE), "recv", str(port), str(count), "--skip-s", str(skip_s)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert recv.stdout is not None
+        if recv.stdout.readline().strip() != b"listening":
+            recv.kill()
+            recv.wait()
+            raise RuntimeError(f"probe receiver failed: {recv.stderr.read().decode() if recv.stderr else ''}")
+        extra = ([] if payload is None else ["--payload", str(payload)]) + (["--tos", str(tos)] if tos else []) \
+            + (["--src", src] if src else [])
+        send = self.h1.popen([sys.executable, str(PROBE), "send", dst, str(port), str(count), str(burst),
+                              str(gap_us), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return Probe(recv, send)
+
+    def udp_probe(self, count: int, burst: int, gap_us: float, port: int = 5601, **options) -> dict:
+        """Send `count` numbered datagrams h1 → h2 through the core; the receiver's summary."""
+        return self.start_probe(count, burst, gap_us, port, **options).finish()
+
+    def start_rx_rate(self, start_s: float, end_s: float) -> subprocess.Popen:
+        """Sample h2's rx byte counter from start_s to end_s from now; JSON on its stdout."""
+        return self.h2.popen([sys.executable, str(PROBE), "rxrate", f"{self.instance.prefix}h2-eth0",
+                              str(start_s), str(end_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+class Probe:
+    """A running probe: receiver in h2, sender in h1."""
+
+    def __init__(self, recv: subprocess.Popen, send: subprocess.Popen) -> None:
+        self.recv, self.send = recv, send
+
+    def finish(self) -> dict:
         try:
-            assert recv.stdout is not None
-            if recv.stdout.readline().strip() != b"listening":
-                raise RuntimeError(f"probe receiver failed: {recv.stderr.read().decode() if recv.stderr else ''}")
-            send = self.h1.popen([sys.executable, str(PROBE), "send", H2_IP, str(port), str(count),
-                                  str(burst), str(gap_us)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            _, err = send.communicate(timeout=120)
-            if send.returncode != 0:
+            _, err = self.send.communicate(timeout=120)
+            if self.send.returncode != 0:
                 raise RuntimeError(f"probe sender failed: {err.decode()}")
-            out, err = recv.communicate(timeout=60)
+            out, err = self.recv.communicate(timeout=60)
         finally:
-            if recv.poll() is None:
-                recv.kill()
-                recv.wait()
+            for proc in (self.send, self.recv):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
         return json.loads(out)
 
 
@@ -90,3 +126,29 @@ def line_net(offload: bool = False) -> Iterator[LineNet]:
         instance.remove_all()
         if net is not None:
             net.stop()
+
+
+FLOOD_PAYLOAD = 1472                # one full 1514-byte Ethernet frame per datagram
+
+
+def flood(ln: LineNet, rate_bps: float, seconds: float, factor: float = 1.5, skip_s: float = 1.0,
+          port: int = 5602) -> dict:
+    """A numbered UDP flood h1 → h2 at `factor` × `rate_bps` for `seconds` (full-size frames).
+
+    Returns the receiver's summary with `iface`, the slope of h2's rx byte counter (Ethernet
+    bytes) from `skip_s` until 0.3 s before the flood ends, and the flood's own figures.
+    """
+    frame_bits = (FLOOD_PAYLOAD + 42) * 8
+    pps = factor * rate_bps / frame_bits
+    burst = max(1, round(pps * 0.002))          # bursts ≥ 2 ms apart keep the sender's spin cheap
+    gap_us = burst / pps * 1e6
+    count = int(pps * seconds)
+    sampler = ln.start_rx_rate(skip_s, seconds - 0.3)
+    probe = ln.start_probe(count, burst, gap_us, port, payload=FLOOD_PAYLOAD, skip_s=skip_s)
+    result = probe.finish()
+    out, err = sampler.communicate(timeout=30)
+    if sampler.returncode != 0:
+        raise RuntimeError(f"rx sampler failed: {err.decode()}")
+    result["iface"] = json.loads(out)
+    result["flood"] = {"pps": pps, "burst": burst, "gap_us": gap_us, "count": count}
+    return result

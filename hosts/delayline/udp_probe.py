@@ -1,15 +1,20 @@
-"""Numbered UDP probe stream for measuring a delay element's one-way delay, loss and order.
+"""Numbered UDP probe stream for measuring a delay element's one-way delay, loss, order and rate.
 
 Run as a script inside network namespaces (both ends share the machine's clock):
-    udp_probe.py recv PORT COUNT [IDLE_TIMEOUT_S]   prints a JSON summary
-    udp_probe.py send HOST PORT COUNT BURST GAP_US  bursts of BURST datagrams, GAP_US apart
+    udp_probe.py recv PORT COUNT [IDLE_TIMEOUT_S] [--skip-s S]   prints a JSON summary
+    udp_probe.py send HOST PORT COUNT BURST GAP_US [--payload N] [--tos T] [--src ADDR]
+                                                  bursts of BURST datagrams, GAP_US apart
+    udp_probe.py rxrate IFACE START_S END_S        rate of the interface's rx bytes counter
 
 Each datagram carries its sequence number and the sender's CLOCK_REALTIME just before
 sendto; the receiver uses the kernel receive timestamp (SO_TIMESTAMPNS), so Python's own
-scheduling delay does not enter the measured one-way delay.
+scheduling delay does not enter the measured one-way delay. The receiver also reports the
+delivered rate in Ethernet bytes over its steady part (after the first --skip-s seconds),
+from the kernel timestamps of the first and last datagram in it.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import struct
@@ -19,6 +24,7 @@ import time
 HEADER = struct.Struct("!QQ")       # sequence number, send time (ns, CLOCK_REALTIME)
 PAYLOAD = 200
 SO_TIMESTAMPNS = 35
+WIRE_OVERHEAD = 14 + 20 + 8         # Ethernet, IPv4 and UDP headers of one datagram
 
 
 def summarize(samples: list[tuple[int, int]], expected: int) -> dict:
@@ -43,17 +49,36 @@ def summarize(samples: list[tuple[int, int]], expected: int) -> dict:
     }
 
 
-def receive(port: int, count: int, idle_timeout_s: float) -> dict:
+def steady_rate(arrivals: list[tuple[int, int]], skip_s: float) -> dict | None:
+    """Delivered rate from (kernel rx ns, Ethernet bytes) after the first `skip_s` seconds.
+
+    Counts the bytes of every datagram after the first one of the steady part, over the
+    time from that first one to the last: a saturated link's rate, free of start-up.
+    """
+    if not arrivals:
+        return None
+    t0 = arrivals[0][0] + skip_s * 1e9
+    steady = [a for a in arrivals if a[0] >= t0]
+    if len(steady) < 2:
+        return None
+    seconds = (steady[-1][0] - steady[0][0]) / 1e9
+    wire = sum(n for _, n in steady[1:])
+    return {"frames": len(steady) - 1, "wire_bytes": wire, "seconds": seconds,
+            "wire_bps": wire * 8 / seconds if seconds > 0 else None}
+
+
+def receive(port: int, count: int, idle_timeout_s: float, skip_s: float = 0.0) -> dict:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind(("0.0.0.0", port))
     print("listening", flush=True)
     samples: list[tuple[int, int]] = []
+    arrivals: list[tuple[int, int]] = []
     sock.settimeout(30.0)                # the first datagram may take a while to be sent
     while len(samples) < count:
         try:
-            data, anc, _, _ = sock.recvmsg(2048, 64)
+            data, anc, _, _ = sock.recvmsg(65536, 64)
         except socket.timeout:
             break
         sock.settimeout(idle_timeout_s)
@@ -64,12 +89,20 @@ def receive(port: int, count: int, idle_timeout_s: float) -> dict:
                 sec, nsec = struct.unpack("qq", value[:16])
                 rx = sec * 1_000_000_000 + nsec
         samples.append((seq, rx - sent))
-    return summarize(samples, count)
+        arrivals.append((rx, len(data) + WIRE_OVERHEAD))
+    out = summarize(samples, count)
+    out["steady"] = steady_rate(arrivals, skip_s)
+    return out
 
 
-def send(host: str, port: int, count: int, burst: int, gap_us: float) -> None:
+def send(host: str, port: int, count: int, burst: int, gap_us: float, payload: int = PAYLOAD,
+         tos: int = 0, src: str | None = None) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    pad = bytes(PAYLOAD - HEADER.size)
+    if tos:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+    if src:
+        sock.bind((src, 0))
+    pad = bytes(max(payload, HEADER.size) - HEADER.size)
     next_t = time.monotonic()
     for seq in range(count):
         sock.sendto(HEADER.pack(seq, time.time_ns()) + pad, (host, port))
@@ -79,14 +112,68 @@ def send(host: str, port: int, count: int, burst: int, gap_us: float) -> None:
                 pass
 
 
+def rx_bytes(iface: str) -> int:
+    """The interface's rx bytes from /proc/net/dev (this process's network namespace)."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name.strip() == iface:
+                return int(rest.split()[0])
+    raise SystemExit(f"no interface {iface} in /proc/net/dev")
+
+
+def rx_rate(iface: str, start_s: float, end_s: float, every_s: float = 0.005) -> dict:
+    """Slope of the rx byte counter between start_s and end_s from now (least squares).
+
+    The counter moves in whole frames; fitting a line through a sample every few
+    milliseconds removes that granularity, which two readings alone would keep.
+    """
+    t_start = time.monotonic()
+    while time.monotonic() < t_start + start_s:
+        time.sleep(0.001)
+    points = []
+    next_t = time.monotonic()
+    while next_t < t_start + end_s:
+        while time.monotonic() < next_t:
+            time.sleep(0.0005)
+        points.append((time.monotonic(), rx_bytes(iface)))
+        next_t += every_s
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    mb = sum(b for _, b in points) / n
+    slope = (sum((t - mt) * (b - mb) for t, b in points) / sum((t - mt) ** 2 for t, _ in points))
+    return {"samples": n, "seconds": points[-1][0] - points[0][0],
+            "bytes": points[-1][1] - points[0][1], "bps": slope * 8}
+
+
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["recv"]:
-        timeout = float(argv[3]) if len(argv) > 3 else 2.0
-        print(json.dumps(receive(int(argv[1]), int(argv[2]), timeout)), flush=True)
-    elif argv[:1] == ["send"]:
-        send(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), float(argv[5]))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("recv")
+    r.add_argument("port", type=int)
+    r.add_argument("count", type=int)
+    r.add_argument("idle_timeout_s", type=float, nargs="?", default=2.0)
+    r.add_argument("--skip-s", type=float, default=0.0)
+    s = sub.add_parser("send")
+    s.add_argument("host")
+    s.add_argument("port", type=int)
+    s.add_argument("count", type=int)
+    s.add_argument("burst", type=int)
+    s.add_argument("gap_us", type=float)
+    s.add_argument("--payload", type=int, default=PAYLOAD)
+    s.add_argument("--tos", type=int, default=0)
+    s.add_argument("--src")
+    x = sub.add_parser("rxrate")
+    x.add_argument("iface")
+    x.add_argument("start_s", type=float)
+    x.add_argument("end_s", type=float)
+    a = ap.parse_args(argv)
+    if a.cmd == "recv":
+        print(json.dumps(receive(a.port, a.count, a.idle_timeout_s, a.skip_s)), flush=True)
+    elif a.cmd == "send":
+        send(a.host, a.port, a.count, a.burst, a.gap_us, a.payload, a.tos, a.src)
     else:
-        sys.exit(__doc__)
+        print(json.dumps(rx_rate(a.iface, a.start_s, a.end_s)), flush=True)
 
 
 if __name__ == "__main__":

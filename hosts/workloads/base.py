@@ -23,8 +23,11 @@ class WorkloadError(RuntimeError):
 
 @dataclass(frozen=True)
 class HostNeeds:
-    """How many client/server pairs the dumbbell needs for a workload."""
+    """How many client/server pairs the dumbbell needs for a workload, and optionally a base
+    RTT per (client index, server index) pair (1-based; pairs not listed keep the profile's
+    RTT). The network applies them in the core, never on an end host."""
     pairs: int = 2
+    rtts_ms: Optional[dict[tuple[int, int], float]] = None
 
 
 @dataclass

@@ -1,13 +1,20 @@
 //! Command line: parsing and range checks, each failure one clear line.
 
+use crate::queue::{Policy, QueueConfig, Red, DEFAULT_LOW_DSCP};
 use crate::ring::MAX_RING_BYTES;
 use crate::schedule::{MAX_DELAY_NS, NS_PER_US};
 use std::path::PathBuf;
 
 pub const USAGE: &str = "usage: startlab-delayline --if-a IFA --if-b IFB --delay-ab-us N --delay-ba-us N \
---ring-ab-bytes N --ring-ba-bytes N --stats PATH [--cpu-a K --cpu-b K]";
+--ring-ab-bytes N --ring-ba-bytes N --stats PATH [--cpu-a K --cpu-b K]
+  bottleneck per direction D (ab or ba), before the delay:
+  [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red] [--low-dscp-D LIST] [--red-D MIN,MAX,P]]
+  per-pair delays per direction (lines SRC_IPV4 DST_IPV4 DELAY_US): [--pairs-D PATH]";
 
-#[derive(Debug, PartialEq, Eq)]
+/// Largest bottleneck rate accepted (1 Tbit/s): far above what a veth carries.
+const MAX_RATE_BPS: u64 = 1_000_000_000_000;
+
+#[derive(Debug, PartialEq)]
 pub struct Config {
     pub if_a: String,
     pub if_b: String,
@@ -19,6 +26,83 @@ pub struct Config {
     /// CPU of the a→b thread (receives on A) and of the b→a thread.
     pub cpu_a: Option<usize>,
     pub cpu_b: Option<usize>,
+    /// Bottleneck queues a→b and b→a (None: frames go straight to the delay).
+    pub queue_ab: Option<QueueConfig>,
+    pub queue_ba: Option<QueueConfig>,
+    /// Files of per-pair delays (read at start by `pairs::parse`).
+    pub pairs_ab: Option<PathBuf>,
+    pub pairs_ba: Option<PathBuf>,
+}
+
+/// The queue flags of one direction, as given.
+#[derive(Default)]
+struct QueueFlags {
+    rate: Option<u64>,
+    limit: Option<u64>,
+    policy: Option<String>,
+    low_dscp: Option<u64>,
+    red: Option<Red>,
+}
+
+fn positive(flag: &str, v: &str, what: &str, max: u64) -> Result<u64, String> {
+    let n: i64 = v.trim().parse().map_err(|_| format!("{} wants {}, got {:?}", flag, what, v))?;
+    if n <= 0 {
+        return Err(format!("{} must be positive (got {})", flag, n));
+    }
+    if n as u64 > max {
+        return Err(format!("{} of {} is beyond the maximum of {}", flag, n, max));
+    }
+    Ok(n as u64)
+}
+
+fn dscp_set(flag: &str, v: &str) -> Result<u64, String> {
+    let mut mask = 0u64;
+    for part in v.split(',').map(|p| p.trim()).filter(|p| !p.is_empty()) {
+        let d: u32 = part.parse().map_err(|_| format!("{} wants DSCP values 0..63 separated by commas, got {:?}", flag, v))?;
+        if d > 63 {
+            return Err(format!("{}: DSCP {} is out of range 0..63", flag, d));
+        }
+        mask |= 1u64 << d;
+    }
+    Ok(mask)
+}
+
+fn red(flag: &str, v: &str) -> Result<Red, String> {
+    let parts: Vec<&str> = v.split(',').map(|p| p.trim()).collect();
+    let bad = || format!("{} wants MIN_BYTES,MAX_BYTES,MAX_P (e.g. 30000,90000,0.1), got {:?}", flag, v);
+    if parts.len() != 3 {
+        return Err(bad());
+    }
+    let min_bytes: u64 = parts[0].parse().map_err(|_| bad())?;
+    let max_bytes: u64 = parts[1].parse().map_err(|_| bad())?;
+    let max_p: f64 = parts[2].parse().map_err(|_| bad())?;
+    if min_bytes >= max_bytes || !(max_p > 0.0 && max_p <= 1.0) {
+        return Err(format!("{}: needs MIN < MAX and 0 < MAX_P <= 1, got {:?}", flag, v));
+    }
+    Ok(Red { min_bytes, max_bytes, max_p })
+}
+
+fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String> {
+    let rate = match f.rate {
+        Some(r) => r,
+        None => {
+            if f.limit.is_some() || f.policy.is_some() || f.low_dscp.is_some() || f.red.is_some() {
+                return Err(format!("queue options for {} need --rate-{}-bps", dir, dir));
+            }
+            return Ok(None);
+        }
+    };
+    let limit = f.limit.ok_or_else(|| format!("--rate-{}-bps needs --limit-{}-bytes (the bottleneck's buffer)", dir, dir))?;
+    let policy = match f.policy.as_deref().unwrap_or("droptail") {
+        "droptail" => Policy::DropTail,
+        "pushout" => Policy::PushOut,
+        "red" => Policy::Red(f.red.unwrap_or_else(|| Red::for_limit(limit))),
+        other => return Err(format!("--policy-{}: unknown policy {:?}: use droptail, pushout or red", dir, other)),
+    };
+    if f.red.is_some() && !matches!(policy, Policy::Red(_)) {
+        return Err(format!("--red-{} applies to --policy-{} red only", dir, dir));
+    }
+    Ok(Some(QueueConfig { rate_bps: rate, limit_bytes: limit, policy, low_dscp: f.low_dscp.unwrap_or(1u64 << DEFAULT_LOW_DSCP) }))
 }
 
 fn delay_ns(flag: &str, v: &str) -> Result<i64, String> {
@@ -57,6 +141,10 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     let mut stats = None;
     let mut cpu_a = None;
     let mut cpu_b = None;
+    let mut q_ab = QueueFlags::default();
+    let mut q_ba = QueueFlags::default();
+    let mut pairs_ab = None;
+    let mut pairs_ba = None;
     let mut i = 0;
     while i < args.len() {
         let flag = args[i].as_str();
@@ -74,6 +162,18 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--stats" => stats = Some(PathBuf::from(value)),
             "--cpu-a" => cpu_a = Some(cpu(flag, value)?),
             "--cpu-b" => cpu_b = Some(cpu(flag, value)?),
+            "--rate-ab-bps" => q_ab.rate = Some(positive(flag, value, "bits per second", MAX_RATE_BPS)?),
+            "--rate-ba-bps" => q_ba.rate = Some(positive(flag, value, "bits per second", MAX_RATE_BPS)?),
+            "--limit-ab-bytes" => q_ab.limit = Some(positive(flag, value, "a byte count", MAX_RING_BYTES)?),
+            "--limit-ba-bytes" => q_ba.limit = Some(positive(flag, value, "a byte count", MAX_RING_BYTES)?),
+            "--policy-ab" => q_ab.policy = Some(value.to_string()),
+            "--policy-ba" => q_ba.policy = Some(value.to_string()),
+            "--low-dscp-ab" => q_ab.low_dscp = Some(dscp_set(flag, value)?),
+            "--low-dscp-ba" => q_ba.low_dscp = Some(dscp_set(flag, value)?),
+            "--red-ab" => q_ab.red = Some(red(flag, value)?),
+            "--red-ba" => q_ba.red = Some(red(flag, value)?),
+            "--pairs-ab" => pairs_ab = Some(PathBuf::from(value)),
+            "--pairs-ba" => pairs_ba = Some(PathBuf::from(value)),
             _ => return Err(format!("unknown option {}\n{}", flag, USAGE)),
         }
         i += 2;
@@ -91,6 +191,10 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         stats: need(stats, "--stats")?,
         cpu_a,
         cpu_b,
+        queue_ab: queue_config("ab", q_ab)?,
+        queue_ba: queue_config("ba", q_ba)?,
+        pairs_ab,
+        pairs_ba,
     };
     if cfg.if_a == cfg.if_b {
         return Err(format!("--if-a and --if-b are both {:?}: the line needs two interfaces", cfg.if_a));
@@ -135,5 +239,52 @@ mod tests {
         assert!(parse(&args("--if-a a")).unwrap_err().contains("missing --if-b"));
         assert!(parse(&args(&format!("{} --frob 1", OK))).unwrap_err().contains("unknown option"));
         assert!(parse(&args(&OK.replace("--if-b b", "--if-b a"))).is_err());
+    }
+
+    #[test]
+    fn without_queue_flags_there_is_no_queue() {
+        let c = parse(&args(OK)).unwrap();
+        assert_eq!((c.queue_ab, c.queue_ba), (None, None));
+        assert_eq!((c.pairs_ab, c.pairs_ba), (None, None));
+    }
+
+    #[test]
+    fn takes_a_pair_table_per_direction() {
+        let c = parse(&args(&format!("{} --pairs-ba /w/pairs-ba.txt", OK))).unwrap();
+        assert_eq!(c.pairs_ba, Some(PathBuf::from("/w/pairs-ba.txt")));
+        assert_eq!(c.pairs_ab, None);
+    }
+
+    #[test]
+    fn parses_queue_flags_per_direction() {
+        let c = parse(&args(&format!(
+            "{} --rate-ab-bps 1500000 --limit-ab-bytes 30000 --policy-ab pushout --low-dscp-ab 14,12 \
+             --rate-ba-bps 10000000 --limit-ba-bytes 50000",
+            OK
+        )))
+        .unwrap();
+        let ab = c.queue_ab.unwrap();
+        assert_eq!((ab.rate_bps, ab.limit_bytes, ab.policy), (1_500_000, 30_000, Policy::PushOut));
+        assert_eq!(ab.low_dscp, (1 << 14) | (1 << 12));
+        let ba = c.queue_ba.unwrap();
+        assert_eq!(ba.policy, Policy::DropTail);
+        assert_eq!(ba.low_dscp, 1 << 14, "AF13 by default");
+        let c = parse(&args(&format!("{} --rate-ab-bps 8000 --limit-ab-bytes 4000 --policy-ab red", OK))).unwrap();
+        assert_eq!(c.queue_ab.unwrap().policy, Policy::Red(Red { min_bytes: 1000, max_bytes: 3000, max_p: 0.1 }));
+        let c = parse(&args(&format!("{} --rate-ab-bps 8000 --limit-ab-bytes 4000 --policy-ab red --red-ab 500,2500,0.2", OK))).unwrap();
+        assert_eq!(c.queue_ab.unwrap().policy, Policy::Red(Red { min_bytes: 500, max_bytes: 2500, max_p: 0.2 }));
+    }
+
+    #[test]
+    fn rejects_inconsistent_queue_flags() {
+        let bad = |extra: &str| parse(&args(&format!("{} {}", OK, extra))).unwrap_err();
+        assert!(bad("--limit-ab-bytes 1000").contains("need --rate-ab-bps"));
+        assert!(bad("--rate-ab-bps 1000").contains("needs --limit-ab-bytes"));
+        assert!(bad("--rate-ab-bps 0 --limit-ab-bytes 1").contains("positive"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab codel").contains("unknown policy"));
+        assert!(bad("--rate-ba-bps 1000 --limit-ba-bytes 1000 --low-dscp-ba 64").contains("out of range"));
+        assert!(bad("--rate-ba-bps 1000 --limit-ba-bytes 1000 --low-dscp-ba x").contains("DSCP values"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --red-ab 1,2,0.1").contains("red only"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab red --red-ab 5,2,0.1").contains("MIN < MAX"));
     }
 }

@@ -1,14 +1,22 @@
-//! One direction of the delay line: receive, hold in the ring, send at release time.
+//! One direction of the delay line: receive, queue at the bottleneck (if any), hold for
+//! the delay, send at release time.
 //!
 //! A single thread owns the receive socket of one interface, the transmit socket of
-//! the other and the ring, so frames leave in exactly the order they arrived.
+//! the other, the ring and the stages, so frames of one delay FIFO leave in exactly the
+//! order they arrived.
 
+use crate::frame;
+use crate::pairs::FifoMap;
+use crate::queue::{Bottleneck, QueueStats};
 use crate::ring::Ring;
-use crate::schedule::{self, Wait, NS_PER_US};
+use crate::schedule::{self, ClockOffset, Wait, NS_PER_US};
 use crate::sock::{self, PacketSocket, RecvBatch, Received, VNET_HDR_LEN};
+use crate::stage::{DelayStage, Held};
 use crate::stats::DirStats;
+use std::collections::VecDeque;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Barrier};
 
 /// Frames per recvmmsg/sendmmsg call.
@@ -25,10 +33,59 @@ const RX_POLL_ALWAYS_BELOW_NS: i64 = 4 * RX_INTERVAL_NS;
 
 pub struct Direction {
     pub name: &'static str,
-    pub rx: PacketSocket,
-    pub tx: PacketSocket,
-    pub delay_ns: i64,
-    pub ring: Ring,
+    pub index: usize,
+    rx: PacketSocket,
+    tx: PacketSocket,
+    /// Which delay FIFO a frame goes to; a frame's FIFO is its ring tag.
+    fifos: FifoMap,
+    /// One-way delay of each delay FIFO (FIFO 0: the direction's default delay).
+    delays_ns: Vec<i64>,
+    ring: Ring,
+    queue: Option<Bottleneck>,
+    stage: DelayStage,
+    /// Due frames taken from the stage but not yet accepted by the kernel, in order.
+    pending: VecDeque<Held>,
+    departed: Vec<(u64, i64)>,
+    dropped: Vec<u64>,
+    clock: ClockOffset,
+    /// This thread's snapshot eventfd (nonblocking): readable when a snapshot is asked for.
+    wake_fd: RawFd,
+}
+
+/// What the main thread shares with the direction threads. The per-frame path reads
+/// none of it; each thread checks `snapshot` once per round.
+pub struct Control {
+    pub stop: AtomicBool,
+    /// Readable once stopping (never cleared), so every thread's poll returns.
+    pub stop_fd: RawFd,
+    /// Generation of the newest snapshot asked for (0 = none yet).
+    pub snapshot: AtomicU64,
+}
+
+/// A direction's counters as of one snapshot generation.
+pub struct Report {
+    pub index: usize,
+    pub generation: u64,
+    pub stats: DirStats,
+}
+
+/// The generation to publish, if one newer than `published` was asked for. The eventfd
+/// is drained before the generation is read again, so a request raised meanwhile is
+/// either seen now or leaves the eventfd readable for the next poll: none is lost.
+pub fn pending_snapshot(ctl: &Control, wake_fd: RawFd, published: u64) -> Option<u64> {
+    if ctl.snapshot.load(Ordering::Acquire) == published {
+        return None;
+    }
+    drain_eventfd(wake_fd);
+    Some(ctl.snapshot.load(Ordering::Acquire))
+}
+
+fn drain_eventfd(fd: RawFd) {
+    let mut buf = [0u8; 8];
+    // SAFETY: nonblocking read of the eventfd counter into a local buffer.
+    unsafe {
+        libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, 8);
+    }
 }
 
 pub fn clock_ns(clock: libc::clockid_t) -> i64 {
@@ -99,15 +156,94 @@ fn poll(fds: &[RawFd], timeout_ms: libc::c_int) {
 
 struct SendBufs {
     frames: Vec<(*const u8, usize)>,
+    held: Vec<Held>,
     iovs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
 }
 
 impl Direction {
-    /// Read everything waiting (bounded per round) into the ring. Returns frames read.
-    fn receive(&mut self, batch: &mut RecvBatch, got: &mut Vec<Received>, last_release: &mut i64, st: &mut DirStats) -> usize {
+    pub fn new(name: &'static str, index: usize, rx: PacketSocket, tx: PacketSocket, fifos: FifoMap, ring: Ring, queue: Option<Bottleneck>, wake_fd: RawFd) -> Direction {
+        let delays_ns = fifos.delays_ns().to_vec();
+        Direction {
+            fifos,
+            name,
+            index,
+            rx,
+            tx,
+            stage: DelayStage::new(delays_ns.len()),
+            delays_ns,
+            ring,
+            queue,
+            pending: VecDeque::new(),
+            departed: Vec::with_capacity(BATCH),
+            dropped: Vec::new(),
+            clock: ClockOffset::default(),
+            wake_fd,
+        }
+    }
+
+    /// Put a frame into its delay FIFO, released `delay` after `start` (its arrival, or
+    /// its departure from the bottleneck).
+    fn hold(&mut self, seq: u64, fifo: usize, start: i64, st: &mut DirStats) {
+        let early = self.stage.push(fifo, seq, start + self.delays_ns[fifo]);
+        // The stage holds such a frame behind its predecessor either way. An inversion
+        // within the clock conversion's uncertainty (the realtime→monotonic offset may move
+        // by up to OFFSET_MAX_GAP_NS between rounds) is not the arrival order changing.
+        if early > schedule::OFFSET_MAX_GAP_NS {
+            st.reorders_seen += 1;
+            st.reorder_max_ns = st.reorder_max_ns.max(early);
+        }
+    }
+
+    /// Move the frames that left the bottleneck into their delay FIFOs.
+    fn hold_departed(&mut self, st: &mut DirStats) {
+        let mut departed = std::mem::take(&mut self.departed);
+        for (seq, at) in departed.drain(..) {
+            let fifo = self.ring.get(seq).map_or(0, |s| s.tag as usize);
+            self.hold(seq, fifo, at, st);
+        }
+        self.departed = departed;
+    }
+
+    /// Take one received frame (virtio header included) that arrived at `arrival`.
+    fn admit(&mut self, data: &[u8], arrival: i64, st: &mut DirStats) {
+        let eth = &data[VNET_HDR_LEN..];
+        let fifo = self.fifos.fifo_of(eth);
+        let seq = match self.ring.push(data, fifo as u32) {
+            Some(s) => s,
+            None => {
+                st.ring_overflows += 1;
+                return;
+            }
+        };
+        if self.queue.is_none() {
+            self.hold(seq, fifo, arrival, st);
+            return;
+        }
+        let q = self.queue.as_mut().expect("checked above");
+        let low = q.config().is_low(frame::dscp(eth));
+        let bytes = frame::wire_bytes(&data[..VNET_HDR_LEN], eth);
+        self.dropped.clear();
+        let queued = q.offer(seq, bytes, low, arrival, &mut self.departed, &mut self.dropped);
+        for victim in self.dropped.iter() {
+            self.ring.free(*victim);
+        }
+        if !queued {
+            self.ring.free(seq);
+        }
+        self.hold_departed(st);
+    }
+
+    /// Read everything waiting (bounded per round). Returns the frames read and the time
+    /// up to which every arrival is known (the socket was found empty then), which is
+    /// how far the bottleneck may be advanced without missing an arrival.
+    fn receive(&mut self, batch: &mut RecvBatch, got: &mut Vec<Received>, st: &mut DirStats) -> (usize, i64) {
         let mut total = 0;
+        let mut horizon = None;
+        let mut latest = i64::MIN;
+        let started = mono();
         for _ in 0..MAX_RX_BATCHES {
+            let before = mono();
             let n = match batch.recv(&self.rx, got) {
                 Ok(n) => n,
                 Err(_) => {
@@ -116,13 +252,19 @@ impl Direction {
                     continue;
                 }
             };
+            if n < batch.capacity() {
+                horizon = Some(before);
+            }
             if n == 0 {
                 break;
             }
             total += n;
-            // Realtime first, then monotonic: the offset errs late, never early.
+            // Realtime, monotonic, realtime: the offset errs late, never early, and an
+            // interrupted read does not shift this batch against the next.
             let rt = clock_ns(libc::CLOCK_REALTIME);
             let now = mono();
+            let rt_after = clock_ns(libc::CLOCK_REALTIME);
+            let now = rt + self.clock.update(rt, now, rt_after);
             for (i, r) in got.iter().enumerate() {
                 if r.truncated || r.len <= VNET_HDR_LEN {
                     st.rx_errors += 1;
@@ -130,85 +272,128 @@ impl Direction {
                 }
                 st.rx_frames += 1;
                 st.rx_bytes += (r.len - VNET_HDR_LEN) as u64;
-                let release = schedule::release_ns(r.ts_realtime_ns, rt, now, self.delay_ns);
-                if release < *last_release {
-                    st.reorders_seen += 1;
-                }
-                *last_release = (*last_release).max(release);
-                if !self.ring.push(batch.frame(i, r.len), release) {
-                    st.ring_overflows += 1;
-                }
+                let arrival = schedule::arrival_ns(r.ts_realtime_ns, rt, now);
+                latest = latest.max(arrival);
+                self.admit(batch.frame(i, r.len), arrival, st);
             }
             if n < batch.capacity() {
                 break;
             }
         }
-        total
+        (total, horizon.unwrap_or(if latest > i64::MIN { latest } else { started }))
     }
 
-    /// Send every frame whose release time has come, oldest first.
-    fn send_due(&mut self, bufs: &mut SendBufs, st: &mut DirStats, stop: &AtomicBool) {
+    /// Release times of the next two frames to leave, wherever they wait.
+    fn next_releases(&self) -> (Option<i64>, Option<i64>) {
+        if let Some(h) = self.pending.front() {
+            return (Some(h.release_ns), None);
+        }
+        let (a, b) = self.stage.next_two();
+        let q = self.queue.as_ref().and_then(|q| q.head()).map(|(seq, departure)| {
+            let fifo = self.ring.get(seq).map_or(0, |s| s.tag as usize);
+            departure + self.delays_ns[fifo]
+        });
+        let mut all = [a, b, q];
+        all.sort_by_key(|t| t.unwrap_or(i64::MAX));
+        (all[0], all[1])
+    }
+
+    /// Send every frame whose release time has come, in release order.
+    fn send_due(&mut self, horizon: i64, bufs: &mut SendBufs, st: &mut DirStats, stop: &AtomicBool) {
+        if let Some(q) = self.queue.as_mut() {
+            q.depart_until(horizon, &mut self.departed);
+            self.hold_departed(st);
+        }
         loop {
             let now = mono();
             bufs.frames.clear();
-            let mut releases = [0i64; BATCH];
+            bufs.held.clear();
             while bufs.frames.len() < BATCH {
-                let s = match self.ring.slot(bufs.frames.len()) {
-                    Some(s) if schedule::is_due(s.release_ns, now) => s,
-                    _ => break,
+                let h = match self.pending.pop_front() {
+                    Some(h) => h,
+                    None => match self.stage.peek() {
+                        Some(h) if schedule::is_due(h.release_ns, now) => {
+                            self.stage.pop();
+                            h
+                        }
+                        _ => break,
+                    },
                 };
-                releases[bufs.frames.len()] = s.release_ns;
-                bufs.frames.push((self.ring.frame_ptr(&s), s.len));
+                let slot = self.ring.get(h.seq).expect("a held frame is in the ring");
+                bufs.frames.push((self.ring.frame_ptr(&slot), slot.len));
+                bufs.held.push(h);
             }
             if bufs.frames.is_empty() {
                 return;
             }
             let sent_at = mono();
-            match sock::send_batch(&self.tx, &bufs.frames, &mut bufs.iovs, &mut bufs.msgs) {
-                Ok(k) => {
-                    for (i, (_, len)) in bufs.frames.iter().take(k).enumerate() {
-                        st.tx_frames += 1;
-                        st.tx_bytes += (len - VNET_HDR_LEN) as u64;
-                        st.lateness.record(sent_at - releases[i]);
-                    }
-                    self.ring.pop(k);
-                }
+            let (done, failed) = match sock::send_batch(&self.tx, &bufs.frames, &mut bufs.iovs, &mut bufs.msgs) {
+                Ok(k) => (k, false),
                 Err(e) => {
                     let code = e.raw_os_error();
-                    if code == Some(libc::EINTR) {
-                        continue;
-                    }
-                    if (code == Some(libc::ENOBUFS) || code == Some(libc::EAGAIN)) && !stop.load(Ordering::Relaxed) {
+                    let transient = code == Some(libc::EINTR)
+                        || ((code == Some(libc::ENOBUFS) || code == Some(libc::EAGAIN)) && !stop.load(Ordering::Relaxed));
+                    if transient {
                         // Transient lack of buffers: retry rather than drop.
                         std::thread::yield_now();
-                        continue;
                     }
-                    st.send_errors += 1;
-                    self.ring.pop(1);
+                    (0, !transient)
                 }
+            };
+            for (i, h) in bufs.held.iter().take(done).enumerate() {
+                st.tx_frames += 1;
+                st.tx_bytes += (bufs.frames[i].1 - VNET_HDR_LEN) as u64;
+                st.lateness.record(sent_at - h.release_ns);
+                self.ring.free(h.seq);
+            }
+            let mut rest = done;
+            if failed {
+                st.send_errors += 1;
+                self.ring.free(bufs.held[0].seq);
+                rest = 1;
+            }
+            for h in bufs.held[rest..].iter().rev() {
+                self.pending.push_front(*h);
             }
         }
     }
 
-    /// Run until `stop` is set (the stop eventfd wakes the thread).
-    pub fn run(mut self, stop: &AtomicBool, stop_fd: RawFd, ready: Arc<Barrier>) -> Result<DirStats, String> {
+    /// Publish a copy of the counters if a newer snapshot was asked for.
+    fn maybe_publish(&self, ctl: &Control, published: &mut u64, st: &mut DirStats, reports: &Sender<Report>) {
+        if let Some(generation) = pending_snapshot(ctl, self.wake_fd, *published) {
+            st.socket_drops += self.rx.take_drops();
+            st.queue = self.queue_stats();
+            *published = generation;
+            let _ = reports.send(Report { index: self.index, generation, stats: st.clone() });
+        }
+    }
+
+    /// Run until `ctl.stop` is set (the stop eventfd wakes the thread).
+    pub fn run(mut self, ctl: &Control, reports: Sender<Report>, ready: Arc<Barrier>) -> Result<DirStats, String> {
         let mut st = DirStats::new(self.name);
         let timer = Timer::new();
         ready.wait();
         let timer = timer?;
         let mut batch = RecvBatch::new(BATCH);
         let mut got = Vec::with_capacity(BATCH);
-        let mut bufs = SendBufs { frames: Vec::with_capacity(BATCH), iovs: Vec::with_capacity(BATCH), msgs: Vec::with_capacity(BATCH) };
-        let mut last_release = i64::MIN;
-        let poll_rx_always = self.delay_ns < RX_POLL_ALWAYS_BELOW_NS;
-        let rx_fd = self.rx.fd;
+        let mut bufs = SendBufs {
+            frames: Vec::with_capacity(BATCH),
+            held: Vec::with_capacity(BATCH),
+            iovs: Vec::with_capacity(BATCH),
+            msgs: Vec::with_capacity(BATCH),
+        };
+        let mut published = 0u64;
+        let min_delay = self.delays_ns.iter().copied().min().unwrap_or(0);
+        let poll_rx_always = min_delay < RX_POLL_ALWAYS_BELOW_NS;
+        let (rx_fd, stop_fd, wake_fd) = (self.rx.fd, ctl.stop_fd, self.wake_fd);
+        let stop = &ctl.stop;
         while !stop.load(Ordering::Relaxed) {
-            let idle = self.receive(&mut batch, &mut got, &mut last_release, &mut st) == 0;
-            self.send_due(&mut bufs, &mut st, stop);
+            self.maybe_publish(ctl, &mut published, &mut st, &reports);
+            let (read, horizon) = self.receive(&mut batch, &mut got, &mut st);
+            self.send_due(horizon, &mut bufs, &mut st, stop);
             let now = mono();
-            let next = self.ring.slot(0).map(|s| s.release_ns);
-            let following = self.ring.slot(1).map(|s| s.release_ns);
-            match schedule::plan_wait(now, next, following, now + RX_INTERVAL_NS, idle) {
+            let (next, following) = self.next_releases();
+            match schedule::plan_wait(now, next, following, now + RX_INTERVAL_NS, read == 0) {
                 Wait::Now => {}
                 Wait::Spin(t) => {
                     while mono() < t {
@@ -218,16 +403,84 @@ impl Direction {
                 Wait::Timer(t) => {
                     timer.arm(t);
                     if poll_rx_always {
-                        poll(&[timer.fd, stop_fd, rx_fd], -1);
+                        poll(&[timer.fd, stop_fd, wake_fd, rx_fd], -1);
                     } else {
-                        poll(&[timer.fd, stop_fd], -1);
+                        poll(&[timer.fd, stop_fd, wake_fd], -1);
                     }
                     timer.clear();
                 }
-                Wait::Idle => poll(&[rx_fd, stop_fd], -1),
+                Wait::Idle => poll(&[rx_fd, stop_fd, wake_fd], -1),
             }
         }
-        st.socket_drops = self.rx.take_drops();
+        // The kernel's drop counter resets on read: add what came since the last snapshot.
+        st.socket_drops += self.rx.take_drops();
+        st.queue = self.queue_stats();
         Ok(st)
+    }
+
+    fn queue_stats(&self) -> Option<QueueStats> {
+        self.queue.as_ref().map(|q| q.stats.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eventfd() -> RawFd {
+        // SAFETY: plain eventfd.
+        unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) }
+    }
+
+    fn readable(fd: RawFd) -> bool {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, zero timeout.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    fn raise(ctl: &Control, fd: RawFd, generation: u64) {
+        ctl.snapshot.store(generation, Ordering::Release);
+        // SAFETY: adds 1 to the eventfd counter.
+        unsafe {
+            libc::eventfd_write(fd, 1);
+        }
+    }
+
+    #[test]
+    fn snapshot_request_is_taken_once_and_clears_the_wakeup() {
+        let fd = eventfd();
+        let ctl = Control { stop: AtomicBool::new(false), stop_fd: -1, snapshot: AtomicU64::new(0) };
+        assert_eq!(pending_snapshot(&ctl, fd, 0), None);
+        raise(&ctl, fd, 1);
+        assert!(readable(fd));
+        assert_eq!(pending_snapshot(&ctl, fd, 0), Some(1));
+        assert!(!readable(fd), "a taken request must not keep waking the thread");
+        assert_eq!(pending_snapshot(&ctl, fd, 1), None);
+        // Two requests before the thread looks: it publishes the newest once.
+        raise(&ctl, fd, 2);
+        raise(&ctl, fd, 3);
+        assert_eq!(pending_snapshot(&ctl, fd, 1), Some(3));
+        assert!(!readable(fd));
+        // SAFETY: owned fd.
+        unsafe {
+            libc::close(fd);
+        }
+    }
+
+    #[test]
+    fn request_raised_while_publishing_is_not_lost() {
+        let fd = eventfd();
+        let ctl = Control { stop: AtomicBool::new(false), stop_fd: -1, snapshot: AtomicU64::new(0) };
+        raise(&ctl, fd, 1);
+        assert_eq!(pending_snapshot(&ctl, fd, 0), Some(1));
+        // Raised after the drain (while the thread copies its counters): the eventfd
+        // stays readable, so the thread's next poll returns and it answers.
+        raise(&ctl, fd, 2);
+        assert!(readable(fd));
+        assert_eq!(pending_snapshot(&ctl, fd, 1), Some(2));
+        // SAFETY: owned fd.
+        unsafe {
+            libc::close(fd);
+        }
     }
 }

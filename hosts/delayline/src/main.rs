@@ -1,26 +1,34 @@
 //! startlab-delayline: bridges two interfaces at L2 with a fixed one-way delay per
 //! direction, for kernels without sch_netem. See `config::USAGE` for the command line.
 //!
-//! The main thread sets everything up, prints `ready`, then waits for SIGTERM/SIGINT;
-//! one thread per direction does the work; on the signal the counters are written as
-//! JSON to the --stats file.
+//! The main thread sets everything up, prints `ready`, then waits for signals; one
+//! thread per direction does the work. SIGUSR1 writes a snapshot of the counters
+//! (cumulative, with a rising "generation") to the --stats file without stopping;
+//! SIGTERM/SIGINT stop the line and write the final counters there.
 
 mod config;
+mod frame;
 mod line;
+mod pairs;
+mod queue;
 mod ring;
 mod schedule;
 mod sock;
+mod stage;
 mod stats;
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 /// Receive socket buffer: far more than the ≤ 0.5 ms of traffic read per round.
 const RCVBUF: i32 = 32 << 20;
 const SNDBUF: i32 = 16 << 20;
-
-static STOP: AtomicBool = AtomicBool::new(false);
+/// A direction thread answers a snapshot within one round (≤ 0.5 ms when busy); this
+/// only guards against a thread that is stuck.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(3);
 
 fn signal_set() -> libc::sigset_t {
     // SAFETY: sigset manipulation on a local value.
@@ -29,7 +37,47 @@ fn signal_set() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
         set
+    }
+}
+
+fn eventfd(flags: libc::c_int) -> Result<libc::c_int, String> {
+    // SAFETY: plain eventfd.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | flags) };
+    if fd < 0 {
+        return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
+
+fn poke(fd: libc::c_int) {
+    // SAFETY: adds 1 to an eventfd counter.
+    unsafe {
+        libc::eventfd_write(fd, 1);
+    }
+}
+
+/// Interface tx_dropped counters at start, so each write reports drops since start.
+struct LinkDrops {
+    ifs: [String; 2],
+    base: [Option<u64>; 2],
+}
+
+impl LinkDrops {
+    /// Direction i transmits on `ifs[i]` (a→b leaves through B).
+    fn new(tx_if_ab: &str, tx_if_ba: &str) -> LinkDrops {
+        let ifs = [tx_if_ab.to_string(), tx_if_ba.to_string()];
+        let base = [sock::link_tx_dropped(&ifs[0]), sock::link_tx_dropped(&ifs[1])];
+        LinkDrops { ifs, base }
+    }
+
+    fn fill(&self, dirs: &mut [stats::DirStats]) {
+        for (i, d) in dirs.iter_mut().enumerate() {
+            if let (Some(b0), Some(b1)) = (self.base[i], sock::link_tx_dropped(&self.ifs[i])) {
+                d.link_tx_drops = b1.saturating_sub(b0);
+            }
+        }
     }
 }
 
@@ -65,41 +113,57 @@ fn run() -> Result<(), String> {
     let ring_ab = ring::Ring::new(cfg.ring_ab_bytes).map_err(|e| format!("--ring-ab-bytes: {}", e))?;
     let ring_ba = ring::Ring::new(cfg.ring_ba_bytes).map_err(|e| format!("--ring-ba-bytes: {}", e))?;
 
-    // Block the stop signals in every thread (inherited); the main thread takes them
-    // with sigwait, so no handler runs in the middle of a direction's work.
+    // Block the signals in every thread (inherited); the main thread takes them with
+    // sigwait, so no handler runs in the middle of a direction's work.
     let sigs = signal_set();
     // SAFETY: sigs is a valid set.
     unsafe {
         libc::pthread_sigmask(libc::SIG_BLOCK, &sigs, std::ptr::null_mut());
     }
 
-    let ab = line::Direction {
-        name: "a_to_b",
-        rx: sock::PacketSocket::open_rx(&cfg.if_a, RCVBUF)?,
-        tx: sock::PacketSocket::open_tx(&cfg.if_b, SNDBUF)?,
-        delay_ns: cfg.delay_ab_ns,
-        ring: ring_ab,
+    let fifos_ab = pairs::FifoMap::new(cfg.delay_ab_ns, &read_pairs(cfg.pairs_ab.as_deref())?);
+    let fifos_ba = pairs::FifoMap::new(cfg.delay_ba_ns, &read_pairs(cfg.pairs_ba.as_deref())?);
+    let wake = [eventfd(libc::EFD_NONBLOCK)?, eventfd(libc::EFD_NONBLOCK)?];
+    let ab = line::Direction::new(
+        "a_to_b",
+        0,
+        sock::PacketSocket::open_rx(&cfg.if_a, RCVBUF)?,
+        sock::PacketSocket::open_tx(&cfg.if_b, SNDBUF)?,
+        fifos_ab.clone(),
+        ring_ab,
+        cfg.queue_ab.clone().map(queue::Bottleneck::new),
+        wake[0],
+    );
+    let ba = line::Direction::new(
+        "b_to_a",
+        1,
+        sock::PacketSocket::open_rx(&cfg.if_b, RCVBUF)?,
+        sock::PacketSocket::open_tx(&cfg.if_a, SNDBUF)?,
+        fifos_ba.clone(),
+        ring_ba,
+        cfg.queue_ba.clone().map(queue::Bottleneck::new),
+        wake[1],
+    );
+    let ctl = Arc::new(line::Control { stop: AtomicBool::new(false), stop_fd: eventfd(0)?, snapshot: AtomicU64::new(0) });
+    let link_drops = LinkDrops::new(&cfg.if_b, &cfg.if_a);
+    let configs = [
+        stats::DirConfig { ring_bytes: cfg.ring_ab_bytes, queue: cfg.queue_ab.clone(), fifos: fifos_ab },
+        stats::DirConfig { ring_bytes: cfg.ring_ba_bytes, queue: cfg.queue_ba.clone(), fifos: fifos_ba },
+    ];
+    let write = |dirs: &mut [stats::DirStats], stamp: stats::Stamp| -> Result<(), String> {
+        link_drops.fill(dirs);
+        let text = stats::to_json(dirs, &configs, stamp);
+        stats::write_atomic(&cfg.stats, &text).map_err(|e| format!("cannot write stats to {}: {}", cfg.stats.display(), e))
     };
-    let ba = line::Direction {
-        name: "b_to_a",
-        rx: sock::PacketSocket::open_rx(&cfg.if_b, RCVBUF)?,
-        tx: sock::PacketSocket::open_tx(&cfg.if_a, SNDBUF)?,
-        delay_ns: cfg.delay_ba_ns,
-        ring: ring_ba,
-    };
-    // SAFETY: plain eventfd.
-    let stop_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-    if stop_fd < 0 {
-        return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
-    }
-    let drops_before = (sock::link_tx_dropped(&cfg.if_b), sock::link_tx_dropped(&cfg.if_a));
 
     let ready = Arc::new(Barrier::new(3));
+    let (report_tx, report_rx) = mpsc::channel::<line::Report>();
     let mut handles = Vec::new();
-    for d in vec![ab, ba] {
-        let r = ready.clone();
-        handles.push(std::thread::spawn(move || d.run(&STOP, stop_fd, r)));
+    for d in [ab, ba] {
+        let (r, c, tx) = (ready.clone(), ctl.clone(), report_tx.clone());
+        handles.push(std::thread::spawn(move || d.run(&c, tx, r)));
     }
+    drop(report_tx);
     let mut setup_err = None;
     for (h, cpu) in handles.iter().zip([cfg.cpu_a, cfg.cpu_b].iter()) {
         if let Some(c) = cpu {
@@ -109,23 +173,42 @@ fn run() -> Result<(), String> {
         }
     }
     if setup_err.is_some() {
-        STOP.store(true, Ordering::SeqCst);
+        ctl.stop.store(true, Ordering::SeqCst);
     }
     ready.wait();
+    let started = Instant::now();
+    let mut generation = 0u64;
     if setup_err.is_none() {
         println!("ready");
         let _ = std::io::stdout().flush();
-        let mut sig: libc::c_int = 0;
-        // SAFETY: waits for one of the blocked signals.
-        unsafe {
-            libc::sigwait(&sigs, &mut sig);
+        loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: waits for one of the blocked signals.
+            unsafe {
+                libc::sigwait(&sigs, &mut sig);
+            }
+            if sig != libc::SIGUSR1 {
+                break;
+            }
+            generation += 1;
+            ctl.snapshot.store(generation, Ordering::Release);
+            for fd in wake.iter() {
+                poke(*fd);
+            }
+            match collect(&report_rx, generation) {
+                Some(mut dirs) => {
+                    let stamp = stats::Stamp { generation, final_: false, elapsed_s: started.elapsed().as_secs_f64() };
+                    if let Err(e) = write(&mut dirs, stamp) {
+                        eprintln!("startlab-delayline: snapshot {}: {}", generation, e);
+                    }
+                }
+                None => eprintln!("startlab-delayline: snapshot {}: a direction did not answer", generation),
+            }
         }
-        STOP.store(true, Ordering::SeqCst);
+        ctl.stop.store(true, Ordering::SeqCst);
     }
-    // SAFETY: wakes the direction threads blocked in poll.
-    unsafe {
-        libc::eventfd_write(stop_fd, 1);
-    }
+    // Wakes the direction threads blocked in poll.
+    poke(ctl.stop_fd);
     let mut dirs = Vec::new();
     let mut thread_err = setup_err;
     for h in handles {
@@ -138,21 +221,74 @@ fn run() -> Result<(), String> {
     if let Some(e) = thread_err {
         return Err(e);
     }
-    let drops_after = (sock::link_tx_dropped(&cfg.if_b), sock::link_tx_dropped(&cfg.if_a));
-    if let (Some(b0), Some(b1)) = (drops_before.0, drops_after.0) {
-        dirs[0].link_tx_drops = b1.saturating_sub(b0);
+    let stamp = stats::Stamp { generation: generation + 1, final_: true, elapsed_s: started.elapsed().as_secs_f64() };
+    write(&mut dirs, stamp)
+}
+
+/// The per-pair delay table in `path` (none without a path).
+fn read_pairs(path: Option<&std::path::Path>) -> Result<pairs::PairDelays, String> {
+    match path {
+        None => Ok(Vec::new()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read the pair delays {}: {}", p.display(), e))?;
+            pairs::parse(&text, &p.display().to_string())
+        }
     }
-    if let (Some(a0), Some(a1)) = (drops_before.1, drops_after.1) {
-        dirs[1].link_tx_drops = a1.saturating_sub(a0);
+}
+
+/// Both directions' counters for `generation`, in direction order; None on timeout.
+/// Reports of older generations (from a snapshot that timed out) are skipped.
+fn collect(reports: &mpsc::Receiver<line::Report>, generation: u64) -> Option<Vec<stats::DirStats>> {
+    collect_within(reports, generation, SNAPSHOT_TIMEOUT)
+}
+
+fn collect_within(reports: &mpsc::Receiver<line::Report>, generation: u64, timeout: Duration) -> Option<Vec<stats::DirStats>> {
+    let deadline = Instant::now() + timeout;
+    let mut got: [Option<stats::DirStats>; 2] = [None, None];
+    while got.iter().any(|g| g.is_none()) {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        let r = reports.recv_timeout(left).ok()?;
+        if r.generation >= generation && r.index < 2 {
+            got[r.index] = Some(r.stats);
+        }
     }
-    let text = stats::to_json(&dirs, &[cfg.delay_ab_ns, cfg.delay_ba_ns], &[cfg.ring_ab_bytes, cfg.ring_ba_bytes]);
-    stats::write_atomic(&cfg.stats, &text).map_err(|e| format!("cannot write stats to {}: {}", cfg.stats.display(), e))?;
-    Ok(())
+    let [a, b] = got;
+    Some(vec![a?, b?])
 }
 
 fn main() {
     if let Err(e) = run() {
         eprintln!("startlab-delayline: error: {}", e);
         std::process::exit(2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(index: usize, generation: u64, tx: u64) -> line::Report {
+        let mut stats = stats::DirStats::new(if index == 0 { "a_to_b" } else { "b_to_a" });
+        stats.tx_frames = tx;
+        line::Report { index, generation, stats }
+    }
+
+    #[test]
+    fn collects_both_directions_of_the_asked_generation_in_order() {
+        let (tx, rx) = mpsc::channel();
+        // A late answer to an earlier, timed-out snapshot comes first and is skipped.
+        tx.send(report(0, 1, 5)).unwrap();
+        tx.send(report(1, 2, 7)).unwrap();
+        tx.send(report(0, 2, 9)).unwrap();
+        let dirs = collect_within(&rx, 2, Duration::from_millis(100)).unwrap();
+        assert_eq!((dirs[0].name.as_str(), dirs[0].tx_frames), ("a_to_b", 9));
+        assert_eq!((dirs[1].name.as_str(), dirs[1].tx_frames), ("b_to_a", 7));
+    }
+
+    #[test]
+    fn a_silent_direction_times_out() {
+        let (tx, rx) = mpsc::channel();
+        tx.send(report(0, 1, 5)).unwrap();
+        assert!(collect_within(&rx, 1, Duration::from_millis(20)).is_none());
     }
 }

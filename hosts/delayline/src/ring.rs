@@ -1,22 +1,28 @@
-//! FIFO byte ring holding frames until their release time.
+//! Byte ring holding frames from arrival until they are sent or dropped.
 //!
-//! Frames are stored contiguously (never split at the wrap point) so that `sendmmsg`
-//! can point straight into the ring. A frame that does not fit at the end of the
-//! buffer goes to the start; the unused tail is reclaimed when the reader passes it.
-//! The capacity is fixed at start: a full ring refuses the frame (the caller counts an
-//! overflow) instead of growing, so memory use is known in advance.
+//! Frames are stored contiguously in arrival order (never split at the wrap point) so
+//! that `sendmmsg` can point straight into the ring. A frame that does not fit at the
+//! end of the buffer goes to the start; the unused tail is reclaimed when the reader
+//! passes it. Each frame has a sequence number; frames may be freed in any order (the
+//! bottleneck drops queued frames, frames with a short delay leave before older ones
+//! with a long delay), and space is reclaimed from both ends up to the oldest and the
+//! newest frame still held. The capacity is fixed at start: a full ring refuses the
+//! frame (the caller counts an overflow) instead of growing, so memory use is known in
+//! advance.
 
 use std::collections::VecDeque;
 
 /// Largest ring the command line accepts (4 GiB).
 pub const MAX_RING_BYTES: u64 = 4 << 30;
 
-/// One stored frame: where it is and when it may leave (CLOCK_MONOTONIC, ns).
+/// One stored frame: where it is, a tag the caller chose (its delay FIFO) and whether it
+/// was freed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
     pub offset: usize,
     pub len: usize,
-    pub release_ns: i64,
+    pub tag: u32,
+    freed: bool,
 }
 
 /// Anonymous private mapping: pages are committed only when first written, so a large
@@ -65,6 +71,8 @@ unsafe impl Send for Mapping {}
 pub struct Ring {
     mem: Mapping,
     slots: VecDeque<Slot>,
+    /// Sequence number of slots[0].
+    base: u64,
 }
 
 impl Ring {
@@ -80,12 +88,12 @@ impl Ring {
             ));
         }
         let mem = Mapping::new(capacity as usize)?;
-        Ok(Ring { mem, slots: VecDeque::with_capacity(4096) })
+        Ok(Ring { mem, slots: VecDeque::with_capacity(4096), base: 0 })
     }
 
-    /// Number of frames queued.
+    /// Number of slots between the oldest and the newest frame held (freed ones included).
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub fn span(&self) -> usize {
         self.slots.len()
     }
 
@@ -124,43 +132,54 @@ impl Ring {
         }
     }
 
-    /// Append a frame; false (nothing stored) when the ring has no room for it.
-    pub fn push(&mut self, data: &[u8], release_ns: i64) -> bool {
-        let offset = match self.place(data.len()) {
-            Some(o) => o,
-            None => return false,
-        };
+    /// Append a frame; its sequence number, or None (nothing stored) when there is no room.
+    pub fn push(&mut self, data: &[u8], tag: u32) -> Option<u64> {
+        let offset = self.place(data.len())?;
         // SAFETY: place() guarantees [offset, offset+len) lies inside the mapping and
-        // overlaps no queued frame.
+        // overlaps no held frame.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.mem.ptr.add(offset), data.len());
         }
-        self.slots.push_back(Slot { offset, len: data.len(), release_ns });
-        true
+        self.slots.push_back(Slot { offset, len: data.len(), tag, freed: false });
+        Some(self.base + self.slots.len() as u64 - 1)
     }
 
-    /// The i-th queued frame, oldest first.
-    pub fn slot(&self, i: usize) -> Option<Slot> {
-        self.slots.get(i).copied()
+    /// A held frame's slot (None once freed).
+    pub fn get(&self, seq: u64) -> Option<Slot> {
+        let i = seq.checked_sub(self.base)? as usize;
+        self.slots.get(i).copied().filter(|s| !s.freed)
     }
 
-    /// Pointer to a queued frame's bytes (for iovecs handed to the kernel).
+    /// Pointer to a held frame's bytes (for iovecs handed to the kernel).
     pub fn frame_ptr(&self, slot: &Slot) -> *const u8 {
         // SAFETY: slot came from this ring, so the offset lies inside the mapping.
         unsafe { self.mem.ptr.add(slot.offset) }
     }
 
-    /// A queued frame's bytes.
+    /// A held frame's bytes.
     #[cfg(test)]
-    pub fn frame(&self, slot: &Slot) -> &[u8] {
-        // SAFETY: as frame_ptr; the bytes stay valid until the slot is popped.
-        unsafe { std::slice::from_raw_parts(self.frame_ptr(slot), slot.len) }
+    pub fn frame(&self, seq: u64) -> &[u8] {
+        let slot = self.get(seq).expect("frame is held");
+        // SAFETY: as frame_ptr; the bytes stay valid until the frame is freed.
+        unsafe { std::slice::from_raw_parts(self.frame_ptr(&slot), slot.len) }
     }
 
-    /// Drop the oldest `n` frames (after they were sent).
-    pub fn pop(&mut self, n: usize) {
-        for _ in 0..n {
+    /// The frame was sent or dropped: its bytes may be reused once no older (or, at
+    /// the newest end, newer) frame still needs the space in between.
+    pub fn free(&mut self, seq: u64) {
+        let i = match seq.checked_sub(self.base) {
+            Some(i) if (i as usize) < self.slots.len() => i as usize,
+            _ => return,
+        };
+        self.slots[i].freed = true;
+        while self.slots.front().map_or(false, |s| s.freed) {
             self.slots.pop_front();
+            self.base += 1;
+        }
+        // Sequence numbers of slots removed here are handed out again; nothing refers to
+        // a freed frame any more.
+        while self.slots.back().map_or(false, |s| s.freed) {
+            self.slots.pop_back();
         }
     }
 }
@@ -183,37 +202,40 @@ mod tests {
     #[test]
     fn fills_exactly_then_overflows() {
         let mut r = Ring::new(300).unwrap();
-        assert!(r.push(&frame(1, 100), 1));
-        assert!(r.push(&frame(2, 100), 2));
-        assert!(r.push(&frame(3, 100), 3));
-        assert!(!r.push(&frame(4, 1), 4), "a full ring must refuse");
-        assert_eq!(r.len(), 3);
+        assert_eq!(r.push(&frame(1, 100), 0), Some(0));
+        assert_eq!(r.push(&frame(2, 100), 0), Some(1));
+        assert_eq!(r.push(&frame(3, 100), 0), Some(2));
+        assert_eq!(r.push(&frame(4, 1), 0), None, "a full ring must refuse");
+        assert_eq!(r.span(), 3);
     }
 
     #[test]
     fn frame_larger_than_ring_is_refused() {
         let mut r = Ring::new(100).unwrap();
-        assert!(!r.push(&frame(1, 101), 1));
+        assert!(r.push(&frame(1, 101), 0).is_none());
         assert!(r.is_empty());
     }
 
     #[test]
     fn keeps_fifo_order_and_contents_across_wraps() {
         let mut r = Ring::new(1000).unwrap();
+        let mut held = std::collections::VecDeque::new();
         let mut next_in: u32 = 0;
         let mut next_out: u32 = 0;
         // Varying sizes force frames to wrap at different points many times.
         for round in 0..200usize {
             let len = 50 + (round * 37) % 300;
-            while r.push(&frame(next_in as u8, len), next_in as i64) {
+            while let Some(seq) = r.push(&frame(next_in as u8, len), next_in) {
+                held.push_back(seq);
                 next_in += 1;
             }
             let take = 1 + round % 3;
-            for _ in 0..take.min(r.len()) {
-                let s = r.slot(0).unwrap();
-                assert_eq!(s.release_ns, next_out as i64);
-                assert_eq!(r.frame(&s), &frame(next_out as u8, s.len)[..]);
-                r.pop(1);
+            for _ in 0..take.min(held.len()) {
+                let seq = held.pop_front().unwrap();
+                let s = r.get(seq).unwrap();
+                assert_eq!(s.tag, next_out);
+                assert_eq!(r.frame(seq), &frame(next_out as u8, s.len)[..]);
+                r.free(seq);
                 next_out += 1;
             }
         }
@@ -223,28 +245,63 @@ mod tests {
     #[test]
     fn wrapped_frame_goes_to_start_and_never_overlaps() {
         let mut r = Ring::new(1000).unwrap();
-        assert!(r.push(&frame(1, 400), 1)); // [0,400)
-        assert!(r.push(&frame(2, 400), 2)); // [400,800)
-        r.pop(1); // free [0,400)
+        let a = r.push(&frame(1, 400), 1).unwrap(); // [0,400)
+        let b = r.push(&frame(2, 400), 2).unwrap(); // [400,800)
+        r.free(a); // free [0,400)
         // 300 bytes do not fit in [800,1000) -> go to offset 0.
-        assert!(r.push(&frame(3, 300), 3));
-        assert_eq!(r.slot(1).unwrap().offset, 0);
+        let c = r.push(&frame(3, 300), 3).unwrap();
+        assert_eq!(r.get(c).unwrap().offset, 0);
         // Now free is [300,400) only (the gap [800,1000) is unusable until the reader
         // passes it): 150 bytes must not fit, 100 must.
-        assert!(!r.push(&frame(4, 150), 4));
-        assert!(r.push(&frame(5, 100), 5));
-        assert_eq!(r.slot(2).unwrap().offset, 300);
-        assert_eq!(r.frame(&r.slot(0).unwrap()), &frame(2, 400)[..]);
-        assert_eq!(r.frame(&r.slot(1).unwrap()), &frame(3, 300)[..]);
+        assert!(r.push(&frame(4, 150), 4).is_none());
+        let e = r.push(&frame(5, 100), 5).unwrap();
+        assert_eq!(r.get(e).unwrap().offset, 300);
+        assert_eq!(r.frame(b), &frame(2, 400)[..]);
+        assert_eq!(r.frame(c), &frame(3, 300)[..]);
     }
 
     #[test]
     fn empty_ring_restarts_at_zero() {
         let mut r = Ring::new(100).unwrap();
-        assert!(r.push(&frame(1, 60), 1));
-        r.pop(1);
+        let a = r.push(&frame(1, 60), 1).unwrap();
+        r.free(a);
         // 80 bytes fit only because an empty ring starts again at offset 0.
-        assert!(r.push(&frame(2, 80), 2));
-        assert_eq!(r.slot(0).unwrap().offset, 0);
+        let b = r.push(&frame(2, 80), 2).unwrap();
+        assert_eq!(r.get(b).unwrap().offset, 0);
+    }
+
+    #[test]
+    fn frames_freed_out_of_order_keep_their_space_until_the_oldest_goes() {
+        let mut r = Ring::new(400).unwrap();
+        let a = r.push(&frame(1, 100), 0).unwrap();
+        let b = r.push(&frame(2, 100), 1).unwrap();
+        let c = r.push(&frame(3, 100), 0).unwrap();
+        r.free(b); // in the middle: still occupies its bytes
+        assert_eq!(r.get(b), None);
+        assert_eq!(r.frame(c), &frame(3, 100)[..]);
+        assert!(r.push(&frame(4, 200), 0).is_none());
+        r.free(a); // now a and b are reclaimed together
+        assert_eq!(r.span(), 1);
+        assert!(r.push(&frame(4, 200), 0).is_some());
+        assert_eq!(r.frame(c), &frame(3, 100)[..]);
+    }
+
+    #[test]
+    fn freeing_the_newest_frame_gives_its_space_back_at_once() {
+        // The bottleneck refuses or pushes out the frame just stored: no space is lost.
+        let mut r = Ring::new(300).unwrap();
+        let a = r.push(&frame(1, 100), 0).unwrap();
+        for k in 0..1000u32 {
+            let s = r.push(&frame(k as u8, 200), 0).expect("the refused frame's space is reused");
+            r.free(s);
+        }
+        let s = r.push(&frame(9, 200), 0).unwrap();
+        assert_eq!(s, a + 1, "sequence numbers of freed newest frames are reused");
+        assert_eq!(r.frame(a), &frame(1, 100)[..]);
+        // Freeing twice, or a number never handed out, changes nothing.
+        r.free(s);
+        r.free(s);
+        r.free(12345);
+        assert_eq!(r.span(), 1);
     }
 }

@@ -39,6 +39,44 @@ pub fn release_ns(rx_realtime_ns: Option<i64>, realtime_now_ns: i64, mono_now_ns
     mono_now_ns - age + delay_ns
 }
 
+/// Two realtime reads around the monotonic one further apart than this were
+/// interrupted (an interrupt or softirq ran in between): the offset they give is late by
+/// the interruption, which would move one batch's frames later than the next batch's.
+pub const OFFSET_MAX_GAP_NS: i64 = 2 * NS_PER_US;
+/// An earlier offset is reused for at most this long: clock slewing (≤ 500 ppm) moves
+/// the true offset by at most 5 µs in that time.
+pub const OFFSET_MAX_AGE_NS: i64 = 10_000 * NS_PER_US;
+
+/// The offset CLOCK_MONOTONIC − CLOCK_REALTIME that moves kernel timestamps onto the
+/// monotonic clock, taken only from clean (uninterrupted) reads.
+#[derive(Default)]
+pub struct ClockOffset {
+    last: Option<(i64, i64)>,
+}
+
+impl ClockOffset {
+    /// Offset from CLOCK_REALTIME read before (`rt_before`) and after (`rt_after`) a
+    /// CLOCK_MONOTONIC read `mono`. `mono − rt_before` errs late, never early, by at
+    /// most the gap between the reads; a wide gap keeps the previous clean offset.
+    pub fn update(&mut self, rt_before: i64, mono: i64, rt_after: i64) -> i64 {
+        let fresh = mono - rt_before;
+        match self.last {
+            Some((offset, at)) if rt_after - rt_before > OFFSET_MAX_GAP_NS && mono - at <= OFFSET_MAX_AGE_NS => offset,
+            _ => {
+                if rt_after - rt_before <= OFFSET_MAX_GAP_NS || self.last.is_none() {
+                    self.last = Some((fresh, mono));
+                }
+                fresh
+            }
+        }
+    }
+}
+
+/// Arrival time of a frame on CLOCK_MONOTONIC: its release time with no delay.
+pub fn arrival_ns(rx_realtime_ns: Option<i64>, realtime_now_ns: i64, mono_now_ns: i64) -> i64 {
+    release_ns(rx_realtime_ns, realtime_now_ns, mono_now_ns, 0)
+}
+
 /// How the direction's thread should wait before its next round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
@@ -107,6 +145,27 @@ mod tests {
         assert_eq!(release_ns(Some(rt_now + MS), rt_now, mono_now, 10 * MS), mono_now + 10 * MS);
         assert_eq!(release_ns(None, rt_now, mono_now, 10 * MS), mono_now + 10 * MS);
         assert_eq!(release_ns(Some(rt_now - 2_000 * MS), rt_now, mono_now, 10 * MS), mono_now + 10 * MS);
+    }
+
+    #[test]
+    fn clock_offset_ignores_interrupted_reads() {
+        let mut c = ClockOffset::default();
+        let true_offset = -1_000_000_000_000i64;
+        // Clean read: monotonic read 100 ns after the first realtime read.
+        let rt = 5_000 * MS;
+        assert_eq!(c.update(rt, rt + true_offset + 100, rt + 200), true_offset + 100);
+        // Interrupted for 30 µs between the reads: the previous offset is kept.
+        let rt = 5_001 * MS;
+        assert_eq!(c.update(rt, rt + true_offset + 30_000, rt + 30_100), true_offset + 100);
+        // A clean read replaces it (e.g. after the clock was stepped).
+        let rt = 5_002 * MS;
+        assert_eq!(c.update(rt, rt + true_offset - 7 * MS + 50, rt + 100), true_offset - 7 * MS + 50);
+        // The kept offset expires: after 10 ms even an interrupted read is taken.
+        let rt = 5_020 * MS;
+        assert_eq!(c.update(rt, rt + true_offset + 40_000, rt + 40_100), true_offset + 40_000);
+        // The first read is taken whatever its gap.
+        let mut fresh = ClockOffset::default();
+        assert_eq!(fresh.update(0, 50_000, 50_000), 50_000);
     }
 
     #[test]

@@ -1,32 +1,57 @@
 //! Per-direction counters, the lateness histogram and the JSON stats file.
 
+use crate::pairs::FifoMap;
+use crate::queue::{QueueConfig, QueueStats};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-/// Fine histogram: one bucket per microsecond up to this bound, then one overflow bucket.
-const FINE_US: usize = 20_000;
+/// Dense part of the fine histogram: one bucket per microsecond below this bound.
+/// Lateness beyond it is rare, so it goes to a sparse map that stays exact without
+/// costing memory in the normal case.
+const DENSE_US: usize = 20_000;
+/// Lateness is clamped here so a stalled machine cannot grow the sparse map forever.
+const MAX_LATE_US: u64 = 60_000_000;
 /// Upper bounds (µs) of the coarse buckets written to the stats file.
 const COARSE_LE_US: [u64; 14] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000];
 
 /// Lateness = send time − release time, in whole microseconds (rounded down).
+#[derive(Clone)]
 pub struct Lateness {
-    fine: Vec<u64>,
+    dense: Vec<u64>,
+    sparse: BTreeMap<u64, u64>,
     max_ns: i64,
     count: u64,
 }
 
+impl Default for Lateness {
+    fn default() -> Self {
+        Lateness::new()
+    }
+}
+
 impl Lateness {
     pub fn new() -> Lateness {
-        Lateness { fine: vec![0; FINE_US + 1], max_ns: 0, count: 0 }
+        Lateness { dense: vec![0; DENSE_US], sparse: BTreeMap::new(), max_ns: 0, count: 0 }
     }
 
     pub fn record(&mut self, late_ns: i64) {
         let ns = late_ns.max(0);
-        let us = (ns / 1_000) as usize;
-        self.fine[us.min(FINE_US)] += 1;
+        let us = ((ns / 1_000) as u64).min(MAX_LATE_US);
+        if (us as usize) < DENSE_US {
+            self.dense[us as usize] += 1;
+        } else {
+            *self.sparse.entry(us).or_insert(0) += 1;
+        }
         self.max_ns = self.max_ns.max(ns);
         self.count += 1;
+    }
+
+    /// Non-empty buckets in ascending order: (µs, count).
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let dense = self.dense.iter().enumerate().filter(|(_, n)| **n > 0).map(|(us, n)| (us as u64, *n));
+        dense.chain(self.sparse.iter().map(|(us, n)| (*us, *n)))
     }
 
     /// Smallest bucket (µs) below which at least fraction q of the samples lie.
@@ -36,13 +61,15 @@ impl Lateness {
         }
         let rank = ((q * self.count as f64).ceil() as u64).max(1);
         let mut seen = 0;
-        for (us, n) in self.fine.iter().enumerate() {
+        let mut last = 0;
+        for (us, n) in self.buckets() {
             seen += n;
+            last = us;
             if seen >= rank {
-                return Some(us as u64);
+                return Some(us);
             }
         }
-        Some(FINE_US as u64)
+        Some(last)
     }
 
     pub fn max_us(&self) -> f64 {
@@ -53,16 +80,31 @@ impl Lateness {
     pub fn coarse(&self) -> Vec<(Option<u64>, u64)> {
         let mut out: Vec<(Option<u64>, u64)> = COARSE_LE_US.iter().map(|b| (Some(*b), 0)).collect();
         out.push((None, 0));
-        for (us, n) in self.fine.iter().enumerate() {
+        for (us, n) in self.buckets() {
             // Bucket `us` holds [us, us+1) µs: it belongs under the first bound > us.
-            let i = COARSE_LE_US.iter().position(|b| (us as u64) < *b).unwrap_or(COARSE_LE_US.len());
+            let i = COARSE_LE_US.iter().position(|b| us < *b).unwrap_or(COARSE_LE_US.len());
             out[i].1 += n;
         }
         out
     }
+
+    /// The sparse fine histogram as JSON: [[µs, count], ...], non-empty buckets only.
+    /// Two snapshots' histograms subtract bucket by bucket into the interval's.
+    pub fn fine_json(&self) -> String {
+        let mut s = String::from("[");
+        for (i, (us, n)) in self.buckets().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            let _ = write!(s, "[{}, {}]", us, n);
+        }
+        s.push(']');
+        s
+    }
 }
 
-/// Counters of one direction.
+/// Counters of one direction. A snapshot is a clone taken by the direction's own thread.
+#[derive(Clone)]
 pub struct DirStats {
     pub name: String,
     pub rx_frames: u64,
@@ -72,12 +114,20 @@ pub struct DirStats {
     pub ring_overflows: u64,
     pub send_errors: u64,
     pub rx_errors: u64,
-    /// Frames the kernel dropped because the receive socket's buffer was full.
+    /// Frames the kernel dropped because the receive socket's buffer was full
+    /// (accumulated: the kernel's counter resets on every read).
     pub socket_drops: u64,
     /// Frames the transmit interface dropped (veth: peer backlog full).
     pub link_tx_drops: u64,
+    /// Frames whose release time came out earlier than their FIFO predecessor's by more
+    /// than the clock conversion's uncertainty (arrival timestamps out of order). The line
+    /// holds them behind the predecessor: it never reorders.
     pub reorders_seen: u64,
+    /// Largest amount by which a frame's release time was earlier than its predecessor's.
+    pub reorder_max_ns: i64,
     pub lateness: Lateness,
+    /// The bottleneck's counters, when the direction has one.
+    pub queue: Option<QueueStats>,
 }
 
 impl DirStats {
@@ -94,7 +144,9 @@ impl DirStats {
             socket_drops: 0,
             link_tx_drops: 0,
             reorders_seen: 0,
+            reorder_max_ns: 0,
             lateness: Lateness::new(),
+            queue: None,
         }
     }
 
@@ -114,8 +166,8 @@ impl DirStats {
         format!(
             "{{\"rx_frames\": {}, \"rx_bytes\": {}, \"tx_frames\": {}, \"tx_bytes\": {}, \
              \"ring_overflows\": {}, \"send_errors\": {}, \"rx_errors\": {}, \"socket_drops\": {}, \
-             \"link_tx_drops\": {}, \"reorders_seen\": {}, \"lateness_us\": {{\"p50\": {}, \"p99\": {}, \
-             \"max\": {:.1}, \"histogram\": [{}]}}}}",
+             \"link_tx_drops\": {}, \"reorders_seen\": {}, \"reorder_max_us\": {:.3}, \"lateness_us\": {{\"p50\": {}, \"p99\": {}, \
+             \"max\": {:.1}, \"histogram\": [{}]}}, \"lateness_fine_us\": {}, \"queue\": {}}}",
             self.rx_frames,
             self.rx_bytes,
             self.tx_frames,
@@ -126,31 +178,71 @@ impl DirStats {
             self.socket_drops,
             self.link_tx_drops,
             self.reorders_seen,
+            self.reorder_max_ns as f64 / 1_000.0,
             opt(self.lateness.quantile_us(0.5)),
             opt(self.lateness.quantile_us(0.99)),
             self.lateness.max_us(),
-            hist
+            hist,
+            self.lateness.fine_json(),
+            self.queue.as_ref().map_or("null".to_string(), |q| q.json())
+        )
+    }
+}
+
+/// Which write this is: snapshots count up from 1; the exit write is final.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stamp {
+    pub generation: u64,
+    pub final_: bool,
+    /// Seconds since the line became ready.
+    pub elapsed_s: f64,
+}
+
+/// What a direction was configured with, repeated in the stats file.
+#[derive(Clone, Debug)]
+pub struct DirConfig {
+    pub ring_bytes: u64,
+    pub queue: Option<QueueConfig>,
+    /// The default delay (FIFO 0) and the per-pair delays.
+    pub fifos: FifoMap,
+}
+
+impl DirConfig {
+    fn json(&self) -> String {
+        let us: Vec<String> = self.fifos.delays_ns().iter().map(|d| format!("{}", *d as f64 / 1_000.0)).collect();
+        format!(
+            "{{\"delay_us\": {}, \"ring_bytes\": {}, \"queue\": {}, \"pair_delays\": {}, \"fifo_delays_us\": [{}]}}",
+            self.fifos.delays_ns()[0] as f64 / 1_000.0,
+            self.ring_bytes,
+            self.queue.as_ref().map_or("null".to_string(), |q| q.json()),
+            self.fifos.pairs(),
+            us.join(", ")
         )
     }
 }
 
 /// The whole stats document.
-pub fn to_json(dirs: &[DirStats], delay_ns: &[i64], ring_bytes: &[u64]) -> String {
+pub fn to_json(dirs: &[DirStats], configs: &[DirConfig], stamp: Stamp) -> String {
     let mut s = String::from("{\n");
+    let _ = writeln!(
+        s,
+        "  \"generation\": {},\n  \"final\": {},\n  \"elapsed_s\": {:.6},",
+        stamp.generation, stamp.final_, stamp.elapsed_s
+    );
     for (i, d) in dirs.iter().enumerate() {
         let _ = writeln!(
             s,
-            "  \"{}\": {},\n  \"{}_config\": {{\"delay_us\": {}, \"ring_bytes\": {}}},",
+            "  \"{}\": {},\n  \"{}_config\": {},",
             d.name,
             d.json(),
             d.name,
-            delay_ns[i] as f64 / 1_000.0,
-            ring_bytes[i]
+            configs[i].json()
         );
     }
     let drops: u64 = dirs.iter().map(|d| d.drops()).sum();
     let reorders: u64 = dirs.iter().map(|d| d.reorders_seen).sum();
-    let _ = writeln!(s, "  \"drops\": {},\n  \"reorders\": {}\n}}", drops, reorders);
+    let queue_drops: u64 = dirs.iter().filter_map(|d| d.queue.as_ref()).map(|q| q.dropped()).sum();
+    let _ = writeln!(s, "  \"drops\": {},\n  \"reorders\": {},\n  \"queue_drops\": {}\n}}", drops, reorders, queue_drops);
     s
 }
 
@@ -170,6 +262,15 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const STAMP: Stamp = Stamp { generation: 3, final_: false, elapsed_s: 1.5 };
+
+    fn configs() -> Vec<DirConfig> {
+        vec![
+            DirConfig { ring_bytes: 10, queue: None, fifos: FifoMap::new(1_000, &vec![]) },
+            DirConfig { ring_bytes: 20, queue: None, fifos: FifoMap::new(2_000, &vec![((1, 2), 5_000)]) },
+        ]
+    }
 
     #[test]
     fn quantiles_and_max() {
@@ -196,14 +297,80 @@ mod tests {
     }
 
     #[test]
+    fn fine_histogram_is_sparse_and_exact_beyond_the_dense_range() {
+        let mut l = Lateness::new();
+        l.record(3_999); // 3 µs
+        l.record(3_000);
+        l.record(25_000_123); // 25 000 µs: sparse part, still one bucket per µs
+        l.record(99_000_000_000); // clamped to 60 s
+        assert_eq!(l.fine_json(), "[[3, 2], [25000, 1], [60000000, 1]]");
+        assert_eq!(l.quantile_us(0.75), Some(25_000));
+        assert_eq!(l.quantile_us(1.0), Some(60_000_000));
+        assert_eq!(Lateness::new().fine_json(), "[]");
+    }
+
+    #[test]
+    fn a_clone_is_a_frozen_copy() {
+        let mut a = DirStats::new("a_to_b");
+        a.tx_frames = 5;
+        a.lateness.record(1_000);
+        let snap = a.clone();
+        a.tx_frames = 9;
+        a.lateness.record(2_000);
+        assert_eq!(snap.tx_frames, 5);
+        assert_eq!(snap.lateness.fine_json(), "[[1, 1]]");
+    }
+
+    #[test]
     fn totals_sum_both_directions() {
         let mut a = DirStats::new("a_to_b");
         let mut b = DirStats::new("b_to_a");
         a.ring_overflows = 2;
         b.send_errors = 3;
         b.reorders_seen = 4;
-        let j = to_json(&[a, b], &[1_000, 2_000], &[10, 20]);
+        let j = to_json(&[a, b], &configs(), STAMP);
         assert!(j.contains("\"drops\": 5"), "{}", j);
         assert!(j.contains("\"reorders\": 4"), "{}", j);
+    }
+
+    #[test]
+    fn document_carries_generation_final_flag_and_fine_histogram() {
+        let mut a = DirStats::new("a_to_b");
+        a.lateness.record(7_500);
+        let b = DirStats::new("b_to_a");
+        let j = to_json(&[a, b], &configs(), STAMP);
+        assert!(j.contains("\"generation\": 3,"), "{}", j);
+        assert!(j.contains("\"final\": false,"), "{}", j);
+        assert!(j.contains("\"elapsed_s\": 1.500000,"), "{}", j);
+        assert!(j.contains("\"lateness_fine_us\": [[7, 1]]"), "{}", j);
+        assert!(j.contains("\"lateness_fine_us\": []"), "{}", j);
+        assert!(j.contains("\"b_to_a_config\": {\"delay_us\": 2, \"ring_bytes\": 20, \"queue\": null, \"pair_delays\": 1, \"fifo_delays_us\": [2, 5]}"), "{}", j);
+        let j = to_json(&[DirStats::new("a_to_b")], &configs(), Stamp { generation: 4, final_: true, elapsed_s: 0.0 });
+        assert!(j.contains("\"final\": true,"), "{}", j);
+    }
+
+    #[test]
+    fn queue_counters_and_config_are_written_and_summed() {
+        use crate::queue::{ClassCounters, Policy};
+        let mut a = DirStats::new("a_to_b");
+        a.queue = Some(QueueStats {
+            normal: ClassCounters { enqueued: 10, dropped: 2, sent: 9, sent_bytes: 9000 },
+            low: ClassCounters { enqueued: 5, dropped: 4, sent: 3, sent_bytes: 3000 },
+            pushed_out: 1,
+            early_drops: 0,
+            high_water_bytes: 4500,
+            high_water_frames: 3,
+        });
+        let b = DirStats::new("b_to_a");
+        let mut cfg = configs();
+        cfg[0].queue = Some(QueueConfig { rate_bps: 1_500_000, limit_bytes: 30_000, policy: Policy::PushOut, low_dscp: 1 << 14 });
+        let j = to_json(&[a, b], &cfg, STAMP);
+        assert!(j.contains("\"queue\": {\"enqueued\": 15, \"dropped\": 6, \"sent\": 12, \"sent_bytes\": 12000, \"pushed_out\": 1"), "{}", j);
+        assert!(j.contains("\"low\": {\"enqueued\": 5, \"dropped\": 4, \"sent\": 3, \"sent_bytes\": 3000}"), "{}", j);
+        assert!(j.contains("\"high_water_bytes\": 4500"), "{}", j);
+        assert!(j.contains("\"queue\": null"), "{}", j);
+        assert!(j.contains("\"queue\": {\"rate_bps\": 1500000, \"limit_bytes\": 30000, \"policy\": \"pushout\", \"low_dscp\": [14]}"), "{}", j);
+        assert!(j.contains("\"queue_drops\": 6\n"), "{}", j);
+        assert!(j.contains("\"drops\": 0,"), "queue drops are not the line's own drops: {}", j);
     }
 }

@@ -1,0 +1,620 @@
+//! The bottleneck in front of the delay: a byte-limited queue drained at a fixed rate.
+//!
+//! Time is virtual: every frame carries its kernel arrival time, and the queue is
+//! advanced to each arrival before the frame is judged, so its occupancy is what a
+//! real link would hold at that instant however late the line reads the frame. A frame
+//! leaves at departure = max(arrival, previous departure) + wire bits / rate (it stays
+//! counted in the buffer until then, as in tbf), then gets the propagation delay.
+//! Departures never decrease, so the queue never reorders.
+//!
+//! Pure logic on frame ids: the caller stores the bytes and frees the ids this queue
+//! reports dropped.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+
+pub const NS_PER_S: u64 = 1_000_000_000;
+/// AF13: the default low-priority class.
+pub const DEFAULT_LOW_DSCP: u8 = 14;
+/// RED's weight of a new sample in the average queue (Floyd & Jacobson's 0.002).
+const RED_WEIGHT: f64 = 0.002;
+/// RED counts an idle period as the departures of frames of this size it could have sent.
+const RED_IDLE_FRAME_BYTES: u64 = 1_514;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Red {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub max_p: f64,
+}
+
+impl Red {
+    /// The defaults for a buffer: thresholds at a quarter and three quarters, 10 %.
+    pub fn for_limit(limit_bytes: u64) -> Red {
+        Red { min_bytes: limit_bytes / 4, max_bytes: limit_bytes * 3 / 4, max_p: 0.1 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Policy {
+    /// A full buffer drops the arrival.
+    DropTail,
+    /// A full buffer drops the most recently queued low-priority frames to make room.
+    PushOut,
+    /// Random early drop on the average queue, drop-tail at the limit.
+    Red(Red),
+}
+
+impl Policy {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Policy::DropTail => "droptail",
+            Policy::PushOut => "pushout",
+            Policy::Red(_) => "red",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueConfig {
+    pub rate_bps: u64,
+    pub limit_bytes: u64,
+    pub policy: Policy,
+    /// Bit d set: DSCP d is low priority.
+    pub low_dscp: u64,
+}
+
+impl QueueConfig {
+    pub fn is_low(&self, dscp: Option<u8>) -> bool {
+        matches!(dscp, Some(d) if d < 64 && self.low_dscp & (1u64 << d) != 0)
+    }
+
+    pub fn json(&self) -> String {
+        let dscps: Vec<String> = (0..64).filter(|d| self.low_dscp & (1u64 << d) != 0).map(|d: u32| d.to_string()).collect();
+        let mut s = format!(
+            "{{\"rate_bps\": {}, \"limit_bytes\": {}, \"policy\": \"{}\", \"low_dscp\": [{}]",
+            self.rate_bps,
+            self.limit_bytes,
+            self.policy.name(),
+            dscps.join(", ")
+        );
+        if let Policy::Red(r) = self.policy {
+            let _ = write!(s, ", \"red\": {{\"min_bytes\": {}, \"max_bytes\": {}, \"max_p\": {}}}", r.min_bytes, r.max_bytes, r.max_p);
+        }
+        s.push('}');
+        s
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCounters {
+    pub enqueued: u64,
+    /// Arrivals refused plus queued frames pushed out.
+    pub dropped: u64,
+    pub sent: u64,
+    pub sent_bytes: u64,
+}
+
+impl ClassCounters {
+    fn json(&self) -> String {
+        format!(
+            "{{\"enqueued\": {}, \"dropped\": {}, \"sent\": {}, \"sent_bytes\": {}}}",
+            self.enqueued, self.dropped, self.sent, self.sent_bytes
+        )
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub normal: ClassCounters,
+    pub low: ClassCounters,
+    /// Of the drops, queued frames pushed out to make room.
+    pub pushed_out: u64,
+    /// Of the drops, RED's early drops (below the limit).
+    pub early_drops: u64,
+    pub high_water_bytes: u64,
+    pub high_water_frames: u64,
+}
+
+impl QueueStats {
+    pub fn dropped(&self) -> u64 {
+        self.normal.dropped + self.low.dropped
+    }
+
+    pub fn json(&self) -> String {
+        format!(
+            "{{\"enqueued\": {}, \"dropped\": {}, \"sent\": {}, \"sent_bytes\": {}, \"pushed_out\": {}, \
+             \"early_drops\": {}, \"high_water_bytes\": {}, \"high_water_frames\": {}, \
+             \"classes\": {{\"normal\": {}, \"low\": {}}}}}",
+            self.normal.enqueued + self.low.enqueued,
+            self.dropped(),
+            self.normal.sent + self.low.sent,
+            self.normal.sent_bytes + self.low.sent_bytes,
+            self.pushed_out,
+            self.early_drops,
+            self.high_water_bytes,
+            self.high_water_frames,
+            self.normal.json(),
+            self.low.json()
+        )
+    }
+
+    fn class(&mut self, low: bool) -> &mut ClassCounters {
+        if low {
+            &mut self.low
+        } else {
+            &mut self.normal
+        }
+    }
+}
+
+struct Entry {
+    id: u64,
+    bytes: u64,
+    low: bool,
+    arrival_ns: i64,
+    /// Pushed out: skipped when it reaches the head.
+    dead: bool,
+}
+
+struct RedState {
+    avg: f64,
+    /// Arrivals since the last early drop (−1: below the minimum threshold).
+    count: i64,
+    /// When the queue last became empty.
+    idle_since: Option<i64>,
+    rng: u64,
+}
+
+pub struct Bottleneck {
+    cfg: QueueConfig,
+    /// Frames in arrival order; the front is always live and is the one being sent.
+    entries: VecDeque<Entry>,
+    /// Position (arrival count) of entries[0].
+    first_pos: u64,
+    /// Positions of the live low-priority entries, oldest first.
+    low_pos: VecDeque<u64>,
+    low_bytes: u64,
+    bytes: u64,
+    frames: u64,
+    /// Departure of entries[0], fixed once it reached the head.
+    head_departure: Option<i64>,
+    last_departure: i64,
+    /// Remainder of the serialisation times in units of 1/rate ns, so back-to-back
+    /// departures add up to exactly bytes × 8 / rate.
+    carry: u64,
+    clock: i64,
+    red: RedState,
+    pub stats: QueueStats,
+}
+
+impl Bottleneck {
+    pub fn new(cfg: QueueConfig) -> Bottleneck {
+        assert!(cfg.rate_bps > 0, "a bottleneck needs a rate");
+        Bottleneck {
+            cfg,
+            entries: VecDeque::with_capacity(1024),
+            first_pos: 0,
+            low_pos: VecDeque::new(),
+            low_bytes: 0,
+            bytes: 0,
+            frames: 0,
+            head_departure: None,
+            last_departure: i64::MIN,
+            carry: 0,
+            clock: i64::MIN,
+            red: RedState { avg: 0.0, count: -1, idle_since: None, rng: 0x9E37_79B9_7F4A_7C15 },
+            stats: QueueStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &QueueConfig {
+        &self.cfg
+    }
+
+    /// Bytes and frames queued (including the one being sent).
+    #[cfg(test)]
+    pub fn occupancy(&self) -> (u64, u64) {
+        (self.bytes, self.frames)
+    }
+
+    /// The frame being sent and its departure time.
+    pub fn head(&self) -> Option<(u64, i64)> {
+        Some((self.entries.front()?.id, self.head_departure?))
+    }
+
+    /// Serialisation time of `bytes`, carrying the sub-nanosecond remainder.
+    fn serialise_ns(&mut self, bytes: u64) -> i64 {
+        let num = bytes * 8 * NS_PER_S + self.carry;
+        self.carry = num % self.cfg.rate_bps;
+        (num / self.cfg.rate_bps) as i64
+    }
+
+    /// Fix the departure of the new head.
+    fn start_head(&mut self) {
+        let (arrival, bytes) = match self.entries.front() {
+            Some(e) => (e.arrival_ns, e.bytes),
+            None => {
+                self.head_departure = None;
+                return;
+            }
+        };
+        if arrival > self.last_departure {
+            // The link was idle: a fresh start, no remainder owed.
+            self.carry = 0;
+        }
+        let start = arrival.max(self.last_departure);
+        self.head_departure = Some(start + self.serialise_ns(bytes));
+    }
+
+    /// Move every frame whose departure is ≤ `t` out, in order: (id, departure ns).
+    pub fn depart_until(&mut self, t: i64, out: &mut Vec<(u64, i64)>) {
+        while let Some(d) = self.head_departure {
+            if d > t {
+                break;
+            }
+            let e = self.entries.pop_front().expect("a head departure implies a head");
+            if e.low {
+                let p = self.low_pos.pop_front();
+                debug_assert_eq!(p, Some(self.first_pos));
+                self.low_bytes -= e.bytes;
+            }
+            self.first_pos += 1;
+            self.bytes -= e.bytes;
+            self.frames -= 1;
+            let c = self.stats.class(e.low);
+            c.sent += 1;
+            c.sent_bytes += e.bytes;
+            self.last_departure = d;
+            out.push((e.id, d));
+            while self.entries.front().map_or(false, |f| f.dead) {
+                self.entries.pop_front();
+                self.first_pos += 1;
+            }
+            self.start_head();
+            if self.frames == 0 {
+                self.red.idle_since = Some(d);
+            }
+        }
+        self.clock = self.clock.max(t);
+    }
+
+    /// Offer a frame arriving at `t` (kernel time; clamped to the queue's clock, which
+    /// never goes back). Frames that departed up to `t` are appended to `departed`, ids
+    /// of queued frames pushed out to `dropped`. Returns whether the frame was queued.
+    pub fn offer(&mut self, id: u64, bytes: u64, low: bool, t: i64, departed: &mut Vec<(u64, i64)>, dropped: &mut Vec<u64>) -> bool {
+        let t = t.max(self.clock);
+        self.depart_until(t, departed);
+        let full = self.bytes + bytes > self.cfg.limit_bytes;
+        let admit = match self.cfg.policy {
+            Policy::DropTail => !full,
+            Policy::PushOut => !full || self.push_out(self.bytes + bytes - self.cfg.limit_bytes, dropped),
+            Policy::Red(r) => {
+                let early = self.red_early_drop(&r, t);
+                if early && !full {
+                    self.stats.early_drops += 1;
+                }
+                !early && !full
+            }
+        };
+        if !admit {
+            self.stats.class(low).dropped += 1;
+            return false;
+        }
+        let pos = self.first_pos + self.entries.len() as u64;
+        self.entries.push_back(Entry { id, bytes, low, arrival_ns: t, dead: false });
+        if low {
+            self.low_pos.push_back(pos);
+            self.low_bytes += bytes;
+        }
+        self.bytes += bytes;
+        self.frames += 1;
+        self.stats.class(low).enqueued += 1;
+        self.stats.high_water_bytes = self.stats.high_water_bytes.max(self.bytes);
+        self.stats.high_water_frames = self.stats.high_water_frames.max(self.frames);
+        if self.head_departure.is_none() {
+            self.start_head();
+        }
+        true
+    }
+
+    /// Free at least `need` bytes by dropping the most recently queued low-priority
+    /// frames (never the one being sent). Drops nothing and returns false when even all
+    /// of them would not make room.
+    fn push_out(&mut self, need: u64, dropped: &mut Vec<u64>) -> bool {
+        let head_low = self.entries.front().map_or(0, |e| if e.low { e.bytes } else { 0 });
+        if self.low_bytes - head_low < need {
+            return false;
+        }
+        let mut freed = 0;
+        while freed < need {
+            let pos = self.low_pos.pop_back().expect("enough low-priority bytes are queued");
+            let e = &mut self.entries[(pos - self.first_pos) as usize];
+            debug_assert!(e.low && !e.dead && pos != self.first_pos);
+            e.dead = true;
+            freed += e.bytes;
+            self.low_bytes -= e.bytes;
+            self.bytes -= e.bytes;
+            self.frames -= 1;
+            dropped.push(e.id);
+            self.stats.low.dropped += 1;
+            self.stats.pushed_out += 1;
+        }
+        true
+    }
+
+    fn random(&mut self) -> f64 {
+        // xorshift64*: deterministic, so runs and tests repeat exactly.
+        let mut x = self.red.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.red.rng = x;
+        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// RED's early-drop decision for an arrival at `t` (Floyd & Jacobson 1993, gentle off).
+    fn red_early_drop(&mut self, r: &Red, t: i64) -> bool {
+        if self.frames == 0 {
+            // Decay the average as if the idle link had sent small frames all along.
+            if let Some(since) = self.red.idle_since.take() {
+                let per_frame_ns = (RED_IDLE_FRAME_BYTES * 8 * NS_PER_S / self.cfg.rate_bps).max(1) as f64;
+                let m = ((t - since).max(0) as f64) / per_frame_ns;
+                self.red.avg *= (1.0 - RED_WEIGHT).powf(m);
+            }
+        } else {
+            self.red.avg = (1.0 - RED_WEIGHT) * self.red.avg + RED_WEIGHT * self.bytes as f64;
+        }
+        let avg = self.red.avg;
+        if avg < r.min_bytes as f64 {
+            self.red.count = -1;
+            return false;
+        }
+        if avg >= r.max_bytes as f64 {
+            self.red.count = 0;
+            return true;
+        }
+        self.red.count += 1;
+        let pb = r.max_p * (avg - r.min_bytes as f64) / (r.max_bytes - r.min_bytes).max(1) as f64;
+        let denom = 1.0 - self.red.count as f64 * pb;
+        let pa = if denom <= 0.0 { 1.0 } else { pb / denom };
+        if self.random() < pa {
+            self.red.count = 0;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MBIT: u64 = 1_000_000;
+
+    fn q(rate_bps: u64, limit: u64, policy: Policy) -> Bottleneck {
+        Bottleneck::new(QueueConfig { rate_bps, limit_bytes: limit, policy, low_dscp: 1 << DEFAULT_LOW_DSCP })
+    }
+
+    /// Offer and return (accepted, pushed-out ids); departures go to `dep`.
+    fn offer(b: &mut Bottleneck, id: u64, bytes: u64, low: bool, t: i64, dep: &mut Vec<(u64, i64)>) -> (bool, Vec<u64>) {
+        let mut dropped = Vec::new();
+        let ok = b.offer(id, bytes, low, t, dep, &mut dropped);
+        (ok, dropped)
+    }
+
+    fn drain(b: &mut Bottleneck) -> Vec<(u64, i64)> {
+        let mut out = Vec::new();
+        b.depart_until(i64::MAX, &mut out);
+        out
+    }
+
+    #[test]
+    fn classifies_by_the_configured_dscp_set() {
+        let c = QueueConfig { rate_bps: 1, limit_bytes: 1, policy: Policy::DropTail, low_dscp: (1 << 14) | (1 << 12) };
+        assert!(c.is_low(Some(14)) && c.is_low(Some(12)));
+        assert!(!c.is_low(Some(0)) && !c.is_low(Some(46)) && !c.is_low(None) && !c.is_low(Some(64)));
+        assert!(c.json().contains("\"low_dscp\": [12, 14]"), "{}", c.json());
+    }
+
+    #[test]
+    fn departures_are_spaced_exactly_by_size_over_rate() {
+        // 1514 bytes at 1.5 Mbit/s: 8074.666… µs. A burst of 30 back-to-back frames must
+        // leave k × 12112 bits / rate after the first one started, with no rounding drift.
+        let mut b = q(1_500_000, 1 << 20, Policy::DropTail);
+        let mut dep = Vec::new();
+        for id in 0..30 {
+            assert!(offer(&mut b, id, 1514, false, 1_000, &mut dep).0);
+        }
+        let out = drain(&mut b);
+        assert_eq!(out.len(), 30);
+        for (k, (id, d)) in out.iter().enumerate() {
+            assert_eq!(*id, k as u64);
+            let exact = 1_000 + ((k as u64 + 1) * 1514 * 8 * NS_PER_S / 1_500_000) as i64;
+            assert_eq!(*d, exact, "frame {}", k);
+        }
+        assert_eq!(b.stats.normal.sent, 30);
+        assert_eq!(b.stats.normal.sent_bytes, 30 * 1514);
+    }
+
+    #[test]
+    fn an_idle_link_starts_at_the_arrival() {
+        let mut b = q(8 * MBIT, 1 << 20, Policy::DropTail); // 1 byte per µs
+        let mut dep = Vec::new();
+        offer(&mut b, 1, 1000, false, 0, &mut dep);
+        // Arrives after the first left: departure = arrival + 1000 µs, not chained.
+        offer(&mut b, 2, 500, false, 5_000_000, &mut dep);
+        assert_eq!(dep, vec![(1, 1_000_000)]);
+        dep.clear();
+        b.depart_until(5_600_000, &mut dep);
+        assert_eq!(dep, vec![(2, 5_500_000)]);
+        // Arrives while the previous is being sent: waits for it.
+        offer(&mut b, 3, 1000, false, 6_000_000, &mut dep);
+        offer(&mut b, 4, 1000, false, 6_100_000, &mut dep);
+        assert_eq!(drain(&mut b), vec![(3, 7_000_000), (4, 8_000_000)]);
+    }
+
+    #[test]
+    fn droptail_drops_the_arrival_when_full() {
+        let mut b = q(8 * MBIT, 3000, Policy::DropTail);
+        let mut dep = Vec::new();
+        assert!(offer(&mut b, 1, 1000, true, 0, &mut dep).0);
+        assert!(offer(&mut b, 2, 1000, true, 0, &mut dep).0);
+        assert!(offer(&mut b, 3, 1000, false, 0, &mut dep).0);
+        let (ok, pushed) = offer(&mut b, 4, 1000, false, 0, &mut dep);
+        assert!(!ok && pushed.is_empty(), "droptail never pushes out");
+        assert_eq!(b.occupancy(), (3000, 3));
+        assert_eq!((b.stats.normal.dropped, b.stats.low.dropped), (1, 0));
+        // The frame being sent still counts: at 1 ms the first has left, room for one.
+        assert!(offer(&mut b, 5, 1000, false, 1_000_000, &mut dep).0);
+        assert!(!offer(&mut b, 6, 1, false, 1_000_000, &mut dep).0);
+        assert_eq!(dep, vec![(1, 1_000_000)]);
+    }
+
+    #[test]
+    fn pushout_drops_the_newest_queued_low_frame_before_an_unmarked_arrival() {
+        let mut b = q(8 * MBIT, 4000, Policy::PushOut);
+        let mut dep = Vec::new();
+        offer(&mut b, 1, 1000, true, 0, &mut dep); // being sent: never pushed out
+        offer(&mut b, 2, 1000, true, 0, &mut dep);
+        offer(&mut b, 3, 1000, true, 0, &mut dep);
+        offer(&mut b, 4, 1000, false, 0, &mut dep);
+        let (ok, pushed) = offer(&mut b, 5, 1000, false, 0, &mut dep);
+        assert!(ok);
+        assert_eq!(pushed, vec![3], "the most recently queued low-priority frame goes");
+        let (ok, pushed) = offer(&mut b, 6, 1000, false, 0, &mut dep);
+        assert!(ok && pushed == vec![2]);
+        // Only the low frame in service is left: an unmarked arrival is dropped now.
+        let (ok, pushed) = offer(&mut b, 7, 1000, false, 0, &mut dep);
+        assert!(!ok && pushed.is_empty());
+        assert_eq!(b.stats.pushed_out, 2);
+        assert_eq!((b.stats.low.dropped, b.stats.normal.dropped), (2, 1));
+        // Order kept, pushed-out frames skipped, spacing unaffected by the holes.
+        assert_eq!(drain(&mut b), vec![(1, 1_000_000), (4, 2_000_000), (5, 3_000_000), (6, 4_000_000)]);
+        assert_eq!(b.stats.low.sent + b.stats.normal.sent, 4);
+    }
+
+    #[test]
+    fn pushout_low_arrival_replaces_a_queued_low_frame_or_is_dropped() {
+        let mut b = q(8 * MBIT, 3000, Policy::PushOut);
+        let mut dep = Vec::new();
+        offer(&mut b, 1, 1000, false, 0, &mut dep);
+        offer(&mut b, 2, 1000, true, 0, &mut dep);
+        offer(&mut b, 3, 1000, false, 0, &mut dep);
+        // A low arrival to a full buffer with a low frame queued: that one goes.
+        let (ok, pushed) = offer(&mut b, 4, 1000, true, 0, &mut dep);
+        assert!(ok && pushed == vec![2]);
+        let (ok, pushed) = offer(&mut b, 5, 1000, true, 0, &mut dep);
+        assert!(ok && pushed == vec![4]);
+        assert_eq!(drain(&mut b).iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 3, 5]);
+        // No low frame queued: a low arrival to a full buffer is dropped.
+        let mut b = q(8 * MBIT, 2000, Policy::PushOut);
+        offer(&mut b, 1, 1000, false, 0, &mut dep);
+        offer(&mut b, 2, 1000, false, 0, &mut dep);
+        let (ok, pushed) = offer(&mut b, 3, 1000, true, 0, &mut dep);
+        assert!(!ok && pushed.is_empty());
+        assert_eq!(b.stats.low.dropped, 1);
+    }
+
+    #[test]
+    fn pushout_drops_several_small_frames_for_a_large_one_or_none_at_all() {
+        let mut b = q(8 * MBIT, 3000, Policy::PushOut);
+        let mut dep = Vec::new();
+        offer(&mut b, 1, 1500, false, 0, &mut dep);
+        offer(&mut b, 2, 500, true, 0, &mut dep);
+        offer(&mut b, 3, 500, true, 0, &mut dep);
+        offer(&mut b, 4, 500, false, 0, &mut dep);
+        // 1000 bytes needed: both queued low frames go, newest first.
+        let (ok, pushed) = offer(&mut b, 5, 1000, false, 0, &mut dep);
+        assert!(ok && pushed == vec![3, 2]);
+        // 1500 needed but no low bytes: nothing is pushed out in vain.
+        let (ok, pushed) = offer(&mut b, 6, 1500, false, 0, &mut dep);
+        assert!(!ok && pushed.is_empty());
+        assert_eq!(b.occupancy(), (3000, 3));
+    }
+
+    #[test]
+    fn order_is_kept_under_a_mixed_overload() {
+        let mut b = q(10 * MBIT, 20_000, Policy::PushOut);
+        let mut dep = Vec::new();
+        let mut accepted = Vec::new();
+        let mut t = 0i64;
+        for id in 0..20_000u64 {
+            // 15 Mbit/s of 1000..1500-byte frames, every third one low priority.
+            let bytes = 1000 + (id * 97) % 501;
+            t += (bytes * 8 * NS_PER_S / (15 * MBIT)) as i64;
+            let mut dropped = Vec::new();
+            if b.offer(id, bytes, id % 3 == 0, t, &mut dep, &mut dropped) {
+                accepted.push(id);
+            }
+            accepted.retain(|a| !dropped.contains(a));
+            assert!(b.occupancy().0 <= 20_000);
+        }
+        dep.extend(drain(&mut b));
+        let ids: Vec<u64> = dep.iter().map(|x| x.0).collect();
+        assert_eq!(ids, accepted, "every accepted frame leaves once, in arrival order");
+        assert!(dep.windows(2).all(|w| w[0].1 <= w[1].1), "departures never go back");
+        let s = &b.stats;
+        assert_eq!(s.normal.enqueued + s.low.enqueued, s.normal.sent + s.low.sent + s.pushed_out);
+        assert_eq!(s.normal.enqueued + s.normal.dropped + s.low.enqueued + s.low.dropped - s.pushed_out, 20_000);
+        assert!(s.low.dropped > s.normal.dropped, "{:?}", s);
+        assert!(s.high_water_bytes <= 20_000 && s.high_water_bytes > 18_000);
+    }
+
+    #[test]
+    fn a_saturated_queue_delivers_exactly_its_rate() {
+        let mut b = q(50 * MBIT, 100_000, Policy::DropTail);
+        let mut dep = Vec::new();
+        let mut t = 0;
+        for id in 0..50_000u64 {
+            t += (1514 * 8 * NS_PER_S / (75 * MBIT)) as i64;
+            let mut d = Vec::new();
+            b.offer(id, 1514, false, t, &mut dep, &mut d);
+        }
+        // Between two departures of a busy link: bytes sent after the first / time.
+        let (first, last) = (dep[100], dep[dep.len() - 1]);
+        let frames = dep.len() - 101;
+        let rate = frames as f64 * 1514.0 * 8.0 / ((last.1 - first.1) as f64 / 1e9);
+        assert!((rate / 50e6 - 1.0).abs() < 1e-6, "{}", rate);
+    }
+
+    #[test]
+    fn arrivals_never_go_back_in_time() {
+        let mut b = q(8 * MBIT, 1 << 20, Policy::DropTail);
+        let mut dep = Vec::new();
+        b.depart_until(10_000_000, &mut dep);
+        offer(&mut b, 1, 1000, false, 2_000_000, &mut dep); // stamped before the clock
+        assert_eq!(drain(&mut b), vec![(1, 11_000_000)]);
+    }
+
+    #[test]
+    fn red_drops_early_only_when_the_average_is_high() {
+        let limit = 100_000;
+        let mut b = q(10 * MBIT, limit, Policy::Red(Red::for_limit(limit)));
+        let mut dep = Vec::new();
+        // Under the rate: the queue stays short, nothing is dropped.
+        let mut t = 0;
+        for id in 0..5_000u64 {
+            t += 2_000_000; // 1000 B every 2 ms = 4 Mbit/s
+            assert!(offer(&mut b, id, 1000, false, t, &mut dep).0);
+        }
+        assert_eq!(b.stats.early_drops, 0);
+        // Twice the rate for a long while: RED drops before the buffer is full.
+        for id in 5_000..40_000u64 {
+            t += 400_000; // 20 Mbit/s
+            offer(&mut b, id, 1000, false, t, &mut dep);
+        }
+        assert!(b.stats.early_drops > 1000, "{:?}", b.stats);
+        // The slow average lets the start of the overload fill the buffer; after that
+        // nearly every drop is an early one.
+        assert!(b.stats.early_drops * 10 > b.stats.dropped() * 9, "{:?}", b.stats);
+        // Deterministic: the same input gives the same drops.
+        let mut again = q(10 * MBIT, limit, Policy::Red(Red::for_limit(limit)));
+        let mut t = 0;
+        for id in 0..40_000u64 {
+            t += if id < 5_000 { 2_000_000 } else { 400_000 };
+            offer(&mut again, id, 1000, false, t, &mut dep);
+        }
+        assert_eq!(again.stats, b.stats);
+    }
+}

@@ -1,0 +1,129 @@
+"""The delay line's bottleneck queue: flags and sizing (unit), rate accuracy, loss accounting
+and push-out on a real network (root)."""
+from __future__ import annotations
+
+import pytest
+
+from topologies import delay
+
+
+# -- unit ----------------------------------------------------------------------------------
+
+def test_queue_flags_name_the_direction_and_default_to_af13_droptail():
+    q = delay.LineQueue(rate_bps=1.5e6, limit_bytes=30_000)
+    assert delay.queue_flags("ab", q) == ["--rate-ab-bps", "1500000", "--limit-ab-bytes", "30000",
+                                          "--policy-ab", "droptail", "--low-dscp-ab", "14"]
+    q = delay.LineQueue(10e6, 50_000, policy="red", low_dscp=(14, 12, 14), red=(10_000, 40_000, 0.2))
+    assert delay.queue_flags("ba", q)[-4:] == ["--low-dscp-ba", "12,14", "--red-ba", "10000,40000,0.2"]
+    assert delay.queue_flags("ab", None) == []
+
+
+def test_line_command_carries_the_queues(tmp_path):
+    fake = tmp_path / "startlab-delayline"
+    line = delay.DelayLine(fake)
+    cmd = line.command("a", "b", 0.01, 0.02, 1000, 2000, tmp_path / "s.json",
+                       queue_ba=delay.LineQueue(8e6, 4000, policy="pushout"))
+    text = " ".join(cmd)
+    assert "--rate-ba-bps 8000000 --limit-ba-bytes 4000 --policy-ba pushout" in text
+    assert "--rate-ab-bps" not in text
+    assert "--delay-ab-us 10000 --delay-ba-us 20000" in text
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"rate_bps": 0, "limit_bytes": 1}, "rate must be positive"),
+    ({"rate_bps": 1e6, "limit_bytes": 0}, "limit must be positive"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "policy": "codel"}, "unknown queue policy"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "low_dscp": (64,)}, "0..63"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "red": (1, 2, 0.1)}, "red policy only"),
+])
+def test_line_queue_refuses_nonsense(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        delay.LineQueue(**kwargs)
+
+
+def test_ring_grows_by_twice_the_queue_limit():
+    q = delay.LineQueue(1e9, 50 << 20)
+    assert delay.line_ring_bytes(1e9, 0.3, None) == delay.ring_bytes(1e9, 0.3)
+    assert delay.line_ring_bytes(1e9, 0.3, q) == delay.ring_bytes(1e9, 0.3) + 2 * (50 << 20)
+    assert delay.line_ring_bytes(1e12, 10, q) == delay.RING_MAX_BYTES
+
+
+# -- root integration ---------------------------------------------------------------------------
+
+ONE_WAY_S = 0.010
+FLOOD_S = 4.0
+AF13_TOS = 14 << 2
+
+
+def _limit(rate_bps: float) -> int:
+    """20 ms of the rate, at least ten full frames."""
+    return max(10 * 1514, int(rate_bps / 8 * 0.02))
+
+
+def _line(ln, tmp_path, queue: delay.LineQueue) -> delay.DelayLine:
+    if delay.delayline_binary() is None:
+        pytest.fail(f"delay line not built; {delay.BUILD_HINT}")
+    element = delay.DelayLine()
+    element.start(ln.core, ln.core_a, ln.core_b, ONE_WAY_S, ONE_WAY_S, queue.rate_bps, queue.rate_bps,
+                  tmp_path / "delayline", ln.instance, queue_ab=queue)
+    return element
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("rate_bps", [1.5e6, 10e6, 50e6], ids=["1.5M", "10M", "50M"])
+def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_machine, tmp_path, rate_bps):
+    from hosts.delayline.line_net import flood, line_net
+    with line_net() as ln:
+        element = _line(ln, tmp_path, delay.LineQueue(rate_bps, _limit(rate_bps)))
+        try:
+            before = element.snapshot()
+            result = flood(ln, rate_bps, FLOOD_S)
+            after = element.snapshot()
+        finally:
+            final = element.stop()
+    f = delay.interval_figures(before, after)
+    iface_err = result["iface"]["bps"] / rate_bps - 1
+    steady_err = result["steady"]["wire_bps"] / rate_bps - 1
+    print(f"rate {rate_bps / 1e6} Mbit/s: receiver interface {iface_err:+.4%}, "
+          f"datagram timestamps {steady_err:+.4%}, lost {result['lost']}, queue drops {f['queue_drops']}")
+    assert abs(iface_err) < 0.01, result["iface"]
+    assert abs(steady_err) < 0.01, result["steady"]
+    assert result["reordered"] == 0 and result["duplicates"] == 0, result
+    # A third of the flood cannot pass; every datagram lost is one the queue dropped.
+    assert result["lost"] > 0.2 * result["expected"], result
+    assert f["queue_drops"] == result["lost"], (f, result)
+    q = after["a_to_b"]["queue"]
+    assert q["classes"]["normal"]["dropped"] == result["lost"] and q["classes"]["low"]["enqueued"] == 0
+    assert q["high_water_bytes"] <= _limit(rate_bps)
+    assert f["drops"] == 0 and f["reorders"] == 0, f
+    assert final["drops"] == 0
+
+
+@pytest.mark.root
+def test_pushout_drops_marked_traffic_before_unmarked(clean_machine, tmp_path):
+    from hosts.delayline.line_net import FLOOD_PAYLOAD, line_net
+    rate = 10e6
+    frame_bits = (FLOOD_PAYLOAD + 42) * 8
+    with line_net() as ln:
+        element = _line(ln, tmp_path, delay.LineQueue(rate, _limit(rate), policy="pushout"))
+        try:
+            # Unmarked at 0.8 × the rate, AF13-marked at 0.7 ×: together 1.5 × the rate.
+            streams = {}
+            for name, share, tos, port in (("normal", 0.8, 0, 5611), ("low", 0.7, AF13_TOS, 5612)):
+                pps = share * rate / frame_bits
+                streams[name] = ln.start_probe(int(pps * 3), 2, 2 / pps * 1e6, port,
+                                               payload=FLOOD_PAYLOAD, tos=tos)
+            results = {name: probe.finish() for name, probe in streams.items()}
+            stats = element.snapshot()
+        finally:
+            element.stop()
+    normal, low = results["normal"], results["low"]
+    q = stats["a_to_b"]["queue"]
+    print(f"pushout: unmarked lost {normal['lost']}/{normal['expected']}, "
+          f"AF13 lost {low['lost']}/{low['expected']}, pushed out {q['pushed_out']}")
+    assert normal["lost"] == 0, normal
+    assert low["lost"] > 0.2 * low["expected"], low
+    assert q["classes"]["normal"]["dropped"] == 0
+    assert q["classes"]["low"]["dropped"] == low["lost"]
+    assert q["pushed_out"] > 0
+    assert normal["reordered"] == 0 and low["reordered"] == 0
