@@ -7,6 +7,8 @@ A flow is one direction of one connection: (connection index, direction).
 
 from __future__ import annotations
 
+import ipaddress
+
 import numpy as np
 
 from analysis.packets import Connections, Packets
@@ -141,17 +143,35 @@ def segments_of(payload: np.ndarray, mss: int) -> int:
     return int(np.ceil(payload.astype(np.int64) / max(1, mss)).sum())
 
 
-def first_flight(pk: Packets, conn: int, direction: int, mss: int) -> dict[str, int]:
+def between(conns: Connections, ip_a: str, ip_b: str, port: int | None = None) -> np.ndarray:
+    """Indices of the connections between two IPv4 addresses (either way), optionally with
+    `port` on one side."""
+    a, b = (int(ipaddress.IPv4Address(x)) for x in (ip_a, ip_b))
+    m = ((conns["src"] == a) & (conns["dst"] == b)) | ((conns["src"] == b) & (conns["dst"] == a))
+    if port is not None:
+        m &= (conns["sport"] == port) | (conns["dport"] == port)
+    return np.flatnonzero(m)
+
+
+def with_endpoint(conns: Connections, ip: str, port: int) -> int | None:
+    """The (last) connection with endpoint ip:port."""
+    x = int(ipaddress.IPv4Address(ip))
+    hits = np.flatnonzero(((conns["src"] == x) & (conns["sport"] == port)) | ((conns["dst"] == x) & (conns["dport"] == port)))
+    return int(hits[-1]) if len(hits) else None
+
+
+def first_flight(pk: Packets, conn: int, direction: int, mss: int, after: float = float("-inf")) -> dict[str, int]:
     """The data a sender sent before the first ACK of its data came back.
 
     Read at a capture point next to the sender: an ACK seen there reaches the sender a few
     microseconds later, so every data packet seen before it left before the sender could
     react. `segments` is the first flight in MSS-sized segments (the initial window where
     the flow had that much to send), `total_segments` the whole flow's new data, so a check
-    can expect min(initial window, total_segments).
+    can expect min(initial window, total_segments). With `after`, the flight that started
+    at that time (a restart after idle).
     """
     ts = pk["ts"]
-    data = flow_mask(pk, conn, direction) & (pk["payload"] > 0) & (pk["retx"] == 0)
+    data = flow_mask(pk, conn, direction) & (pk["payload"] > 0) & (pk["retx"] == 0) & (ts >= after)
     if not data.any():
         return {"segments": 0, "bytes": 0, "total_segments": 0}
     first_seq = int(pk["seq"][data][0])

@@ -12,6 +12,7 @@ from config import yamlfile
 from config.yamlfile import Fields
 from hosts.implementations.base import ROLES, Declared, Implementation, InstallContext
 from hosts.implementations.blitzstart import Blitzstart
+from hosts.implementations.faststart import FastStart
 from hosts.implementations.jumpstart import JumpStart
 from hosts.implementations.linux_tcp import LinuxTcp
 from hosts.implementations.quickstart import QuickStart
@@ -20,7 +21,7 @@ from topologies.endhosts import EndHostDefaults
 
 CATALOGUE_FILE = Path(__file__).with_name("variants.yaml")
 
-IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(), JumpStart(), Blitzstart(),
+IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(), JumpStart(), Blitzstart(), FastStart(),
                                                                             QuickStart())}
 
 

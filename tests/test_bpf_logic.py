@@ -99,17 +99,17 @@ def test_c_header_matches_the_python_constants():
 def test_cc_names_carry_the_instance_prefix_and_fit_the_kernel_limit():
     inst = instance("stl3f")
     names = [loader.cc_name(inst, k) for k in loader.CC_KINDS]
-    assert names == ["stl3f_js_reno", "stl3f_js_cubic", "stl3f_blitz", "stl3f_qs_reno", "stl3f_qs_cubic"]
+    assert names == ["stl3f_js_reno", "stl3f_js_cubic", "stl3f_blitz", "stl3f_qs_reno", "stl3f_qs_cubic", "stl3f_fs"]
     assert all(len(n) <= 15 for n in names)
     with pytest.raises(ValueError):
         loader.cc_name(inst, "bbr")
 
 
 def test_rename_rewrites_each_placeholder_once():
-    obj = b"\x7fELF..stlXX_js_reno\0..stlXX_js_cubic\0..stlXX_blitz\0..stlXX_qs_reno\0..stlXX_qs_cubic\0.."
+    obj = b"\x7fELF..stlXX_js_reno\0..stlXX_js_cubic\0..stlXX_blitz\0..stlXX_qs_reno\0..stlXX_qs_cubic\0..stlXX_fs\0"
     out = loader.rename_ccs(obj, "stl3f")
     assert len(out) == len(obj)
-    assert b"stlXX" not in out and out.count(b"stl3f_") == 5
+    assert b"stlXX" not in out and out.count(b"stl3f_") == 6
     with pytest.raises(loader.BpfError):
         loader.rename_ccs(obj.replace(b"stlXX_blitz", b"other_blitz"), "stl3f")
 
@@ -130,3 +130,13 @@ def test_variants_of_the_paper_table_and_jump_start_are_catalogued():
     assert isinstance(js.parts["server"].impl, JumpStart) and js.parts["server"].params["base_cc"] == "cubic"
     # the receiver must not cap D at the ~64 KB default window
     assert js.parts["client"].params["irw"] * 1448 > 290_000
+
+
+def test_fast_start_settings_travel_in_the_socket_mark():
+    mark = loader.fs_mark(pdrop=True, flr=False, dscp=14, generation=7)
+    assert mark >> 24 == 0x46 and (mark >> 16) & 0xff == 7 and (mark >> 8) & 0x3f == 14
+    assert mark & loader.FS_PDROP and not mark & loader.FS_FLR
+    with pytest.raises(ValueError):
+        loader.fs_mark(True, True, 64)
+    assert loader.NodeConfig(flags=loader.SERVER_FS, cc="stl3f_fs", fs_mark=mark).pack()[-4:] == \
+        mark.to_bytes(4, "little")

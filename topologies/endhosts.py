@@ -21,6 +21,7 @@ class EndHostDefaults:
     iw: int = 10                       # initial congestion window, segments (route initcwnd; RFC 6928)
     pacing_ss_ratio: int = 200         # kernel pacing rate in slow start, % of cwnd/RTT
     pacing_ca_ratio: int = 120         # … in congestion avoidance
+    sack: bool = True                  # selective acknowledgements (RFC 2018)
     # Socket buffers that never cap a window on the profiles' BDPs plus buffers
     # (lab-1g: 2.5 MB BDP + 2.5 MB queue).
     rmem: str = "4096 131072 67108864"
@@ -50,6 +51,10 @@ def set_pacing_ratios(node, ss_ratio: int, ca_ratio: int) -> None:
                     f"net.ipv4.tcp_pacing_ca_ratio={int(ca_ratio)}")
 
 
+def set_sack(node, on: bool) -> None:
+    check_cmd(node, f"sysctl -qw net.ipv4.tcp_sack={1 if on else 0}")
+
+
 def set_route(node, gateway: str, initcwnd: int, initrwnd: int | None = None, replace: bool = True) -> None:
     """The default route with its window attributes (initrwnd None: the kernel's)."""
     attrs = f"initcwnd {int(initcwnd)}" + (f" initrwnd {int(initrwnd)}" if initrwnd else "")
@@ -60,6 +65,7 @@ def apply(node, defaults: EndHostDefaults, gateway: str, instance) -> None:
     """Put an end host into its declared default state."""
     set_congestion_control(node, defaults.cc, instance)
     set_pacing_ratios(node, defaults.pacing_ss_ratio, defaults.pacing_ca_ratio)
+    set_sack(node, defaults.sack)
     check_cmd(node, f"sysctl -qw net.ipv4.tcp_rmem='{defaults.rmem}' net.ipv4.tcp_wmem='{defaults.wmem}' "
                     "net.ipv4.tcp_no_metrics_save=1")
     set_route(node, gateway, defaults.iw)

@@ -36,19 +36,32 @@ BPFFS = Path("/sys/fs/bpf")
 MOUNT_MARKER = registry.REGISTRY_DIR / "bpffs.mounted-by-startlab"
 
 CC_PLACEHOLDER = "stlXX"                       # the prefix written in stl_cc.bpf.c's names
-CC_KINDS = ("js_reno", "js_cubic", "blitz", "qs_reno", "qs_cubic")
+CC_KINDS = ("js_reno", "js_cubic", "blitz", "qs_reno", "qs_cubic", "fs")
 QS_HOST_OBJECT = OBJ_DIR / "stl_qs_host.bpf.o"
 QS_ROUTER_OBJECT = OBJ_DIR / "stl_qs_router.bpf.o"
 QS_SHARED_MAPS = ("stl_qs_hosts", "stl_qs_sent", "stl_qs_recv")
+FAULT_OBJECT = OBJ_DIR / "stl_fault.bpf.o"
+FAULT_FORMAT = "<IIQQ"                          # struct stl_fault (stl_fault.bpf.c)
 
 # struct stl_node_cfg (hosts/bpf/stl_common.h): flags, hint_kbps, tech, sndbuf, cc[16],
-# then the counters the program writes.
+# then the counters the program writes, then fs_mark.
 CFG_FORMAT = "<4I16s8I"
 CFG_SIZE = struct.calcsize(CFG_FORMAT)
 COUNTERS = ("syns_hinted", "hints_seen", "last_hint_kbps", "last_rtt_us", "last_cwnd", "cc_set", "errors")
 CLIENT_HINT, SERVER_BLITZ, SERVER_JS = 1 << 0, 1 << 1, 1 << 2
 CLIENT_QS, SERVER_QS = 1 << 3, 1 << 4
 PACE = 1 << 5
+SERVER_FS = 1 << 6
+# Fast Start's settings in a socket's mark (stl_common.h STL_FS_*).
+FS_MARK_TAG, FS_PDROP, FS_FLR = 0x46000000, 1 << 0, 1 << 1
+
+
+def fs_mark(pdrop: bool, flr: bool, dscp: int, generation: int = 0) -> int:
+    """The mark that tells the Fast Start congestion control its settings; `generation`
+    (changed at every install) keeps one run's cache from starting the next."""
+    if not 0 <= dscp < 64 or not 0 <= generation < 256:
+        raise ValueError(f"DSCP {dscp} or generation {generation} out of range")
+    return FS_MARK_TAG | generation << 16 | dscp << 8 | (FS_PDROP if pdrop else 0) | (FS_FLR if flr else 0)
 
 # struct stl_qs_host (stl_common.h): the rate code, then the counters.
 QS_HOST_FORMAT = "<14I"
@@ -98,13 +111,14 @@ class NodeConfig:
     tech: int = 0
     sndbuf: int = 0
     cc: str = ""
+    fs_mark: int = 0
 
     def pack(self) -> bytes:
         name = self.cc.encode()
         if len(name) >= 16:
             raise ValueError(f"congestion control name '{self.cc}' is longer than 15 bytes")
         return struct.pack(CFG_FORMAT, self.flags, self.hint_kbps, self.tech, self.sndbuf, name,
-                           *([0] * 8))
+                           *([0] * 7), self.fs_mark)
 
 
 def unpack_counters(value: bytes) -> dict[str, int]:
@@ -368,3 +382,30 @@ def qs_router_counters(instance: registry.Instance, node, intf: str) -> dict[str
     entry = bpftool("map", "lookup", "pinned", str(where / "stl_qs_rtr"), "key", *_hex(bytes(4)), as_json=True)
     fields = struct.unpack(QS_ROUTER_FORMAT, bytes(int(b, 16) for b in entry["value"]))
     return dict(zip(QS_ROUTER_COUNTERS, fields[-len(QS_ROUTER_COUNTERS):]))
+
+
+def _fault_dir(instance: registry.Instance, intf: str) -> Path:
+    return pin_dir(instance) / f"fault_{intf}"
+
+
+def fault_drop_dscp(instance: registry.Instance, node, intf: str, dscp: int) -> None:
+    """From now on drop every IPv4 packet with DSCP `dscp` leaving `intf` (stl_fault.bpf.c).
+
+    The worst case of a drop-priority router, for forcing a fallback deterministically."""
+    where = _fault_dir(instance, intf)
+    ensure_loaded(instance)
+    if not where.exists():
+        where.mkdir()
+        bpftool("prog", "loadall", str(FAULT_OBJECT), str(where), "type", "classifier", "pinmaps", str(where))
+    bpftool("map", "update", "pinned", str(where / "stl_fault_cfg"), "key", *_hex(bytes(4)),
+            "value", *_hex(struct.pack(FAULT_FORMAT, dscp + 1, 0, 0, 0)))
+    tc_attach(node, intf, "egress", where / "stl_fault_drop")
+
+
+def fault_counters(instance: registry.Instance, intf: str) -> dict[str, int] | None:
+    where = _fault_dir(instance, intf)
+    if not where.exists():
+        return None
+    entry = bpftool("map", "lookup", "pinned", str(where / "stl_fault_cfg"), "key", *_hex(bytes(4)), as_json=True)
+    _, _, dropped, passed = struct.unpack(FAULT_FORMAT, bytes(int(b, 16) for b in entry["value"]))
+    return {"dropped": dropped, "passed": passed}

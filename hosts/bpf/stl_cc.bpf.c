@@ -38,12 +38,15 @@
  * The kernel does not pace the first 10 data segments of a connection (like sch_fq),
  * so the first flight is 10 back-to-back segments, then the paced rest.
  *
+ * stl_fs — TCP Fast Start over the kernel's Reno: see its section below.
+ *
  * The ".name" strings are placeholders: the loader writes the instance prefix over
  * "stlXX" so that concurrent instances register distinct congestion controls.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include "stl_common.h"
 
 extern void cubictcp_init(struct sock *sk) __ksym;
 extern u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
@@ -426,6 +429,264 @@ struct tcp_congestion_ops stl_qs_cubic = {
 	.pkts_acked = (void *)stl_qsc_acked,
 	.undo_cwnd = (void *)stl_qsc_undo,
 	.name = "stlXX_qs_cubic",
+};
+
+/* ---- TCP Fast Start (Padmanabhan & Katz, Globecom 1998, §3.3) ---------------
+ *
+ * stl_fs over the kernel's Reno (the paper's NewReno):
+ *   - cache (§3.3.2): on every ACK that may open the window (congestion avoidance or
+ *     slow start, never during recovery) the window just delivered is remembered — per
+ *     connection, and per (source, destination) in stl_fs_cache for new connections;
+ *   - restart (§3.3.1): when the connection sends after an idle period longer than its
+ *     RTO (CA_EVENT_TX_START with nothing in flight), or a new connection to a cached
+ *     destination sends its first data, cwnd = the cached window, halved if it was in slow
+ *     start, minus one segment in congestion avoidance; ssthresh as cached (srtt and
+ *     rttvar are the connection's own, or the kernel's per-destination metrics);
+ *   - clocking out (§3.3.3): that window is paced at cwnd / srtt — maxburst-sized bursts
+ *     maxburst·srtt/cwnd apart have this average; the kernel's pacer releases one or two
+ *     segments at a time, never more than maxburst — until the first ACK of new data
+ *     brings ACK clocking back; then pacing stops;
+ *   - drop priority (§3.3.1, with STL_FS_PDROP): the fast start packets except the first
+ *     carry a low-priority DSCP (IP_TOS set after the first one left, cleared when the
+ *     initial window is out or the first ACK arrives);
+ *   - quick recovery (§3.3.4, with STL_FS_FLR): the sock_ops program gives the socket a
+ *     fine-grained RTO floor, so its timeout is srtt + 4·rttvar; when a fast start packet
+ *     other than the first is the earliest one lost, ssthresh is kept (no penalty) and
+ *     the kernel's loss recovery (cwnd 1 and slow start after a timeout) goes on from it.
+ * The settings (flags, DSCP) arrive in the socket's mark, written by sock_ops. */
+
+#define SOL_IP 0
+#define IP_TOS 1
+#define FS_IDLE 0
+#define FS_ACTIVE 1
+#define FS_DONE 2
+
+struct fs_key {
+	u32 saddr;
+	u32 daddr;
+	u32 generation;   /* from the socket's mark: one install's entries only */
+};
+
+struct fs_cached {
+	u32 cwnd;
+	u32 ssthresh;
+	u32 in_ss;
+	u32 updates;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct fs_key);
+	__type(value, struct fs_cached);
+} stl_fs_cache SEC(".maps");
+
+struct fs_priv {
+	u32 good_cwnd;    /* the most recent window delivered without loss */
+	u32 good_ssthresh;
+	u32 fs_first_end; /* sequence after the first fast start packet (sent unmarked) */
+	u32 fs_end;       /* sequence after the initial window of the fast start */
+	u8 good_in_ss;
+	u8 phase;
+	u8 flags;         /* STL_FS_PDROP, STL_FS_FLR */
+	u8 dscp;
+	u8 marking;       /* IP_TOS is set to the low-priority DSCP */
+	u8 failed;        /* a fast start packet was lost */
+	u8 starts;        /* fast starts on this connection */
+	u8 pad;
+};
+
+_Static_assert(sizeof(struct fs_priv) <= sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv),
+	       "fast start state does not fit icsk_ca_priv");
+
+static __always_inline struct fs_priv *fs(struct sock *sk)
+{
+	return (struct fs_priv *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+static __always_inline struct fs_key fs_key_of(struct sock *sk)
+{
+	struct fs_key key = {.saddr = sk->__sk_common.skc_rcv_saddr, .daddr = sk->__sk_common.skc_daddr,
+			     .generation = (sk->sk_mark >> 16) & 0xff};
+
+	return key;
+}
+
+static __always_inline void fs_set_tos(struct sock *sk, int tos)
+{
+	bpf_setsockopt(sk, SOL_IP, IP_TOS, &tos, sizeof(tos));
+}
+
+static __always_inline void fs_stop(struct sock *sk)
+{
+	struct fs_priv *p = fs(sk);
+
+	if (p->phase == FS_ACTIVE) {
+		p->phase = FS_DONE;
+		sk->sk_pacing_status = SK_PACING_NONE;
+	}
+	if (p->marking) {
+		fs_set_tos(sk, 0);
+		p->marking = 0;
+	}
+}
+
+SEC("struct_ops/stl_fs_init")
+void BPF_PROG(stl_fs_init, struct sock *sk)
+{
+	struct fs_priv *p = fs(sk);
+	struct fs_key key = fs_key_of(sk);
+	struct fs_cached *c;
+	u32 mark = sk->sk_mark;
+
+	__builtin_memset(p, 0, sizeof(*p));
+	if ((mark & STL_FS_MARK_MASK) == STL_FS_MARK_TAG) {
+		p->flags = mark & 0xff;
+		p->dscp = (mark >> 8) & 0x3f;
+	}
+	c = bpf_map_lookup_elem(&stl_fs_cache, &key);
+	if (c && c->cwnd) {              /* a new connection to a cached destination */
+		p->good_cwnd = c->cwnd;
+		p->good_ssthresh = c->ssthresh;
+		p->good_in_ss = c->in_ss;
+	}
+}
+
+/* The restart window of §3.3.2 from what was delivered last. */
+static __always_inline u32 fs_window(struct fs_priv *p)
+{
+	u32 w = p->good_in_ss ? p->good_cwnd >> 1 : p->good_cwnd - 1;
+
+	return w < 2 ? 2 : w;
+}
+
+SEC("struct_ops/stl_fs_cwnd_event")
+void BPF_PROG(stl_fs_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct fs_priv *p = fs(sk);
+	u32 idle, w, mss;
+
+	/* TX_START comes whenever nothing is in flight, also when a timeout has marked the
+	 * whole flight lost and its first retransmission goes out. Only a connection with
+	 * nothing unacknowledged is idle (the kernel's own restart rule asks the same):
+	 * a timeout must lead to its loss recovery, never to another fast start. */
+	if (ev != CA_EVENT_TX_START || !p->good_cwnd || tp->packets_out)
+		return;
+	/* lsndtime is still the previous send: the idle time, as the kernel's own restart
+	 * rule measures it (tcp_slow_start_after_idle_check). A new connection's first data
+	 * starts from the cache as well. */
+	idle = (u32)bpf_jiffies64() - tp->lsndtime;
+	if (tp->data_segs_out && idle <= ((struct inet_connection_sock *)sk)->icsk_rto)
+		return;
+	w = fs_window(p);
+	if (w > tp->snd_cwnd_clamp)
+		w = tp->snd_cwnd_clamp;
+	mss = tp->mss_cache ? tp->mss_cache : 536;
+	tp->snd_cwnd = w;
+	tp->snd_cwnd_cnt = 0;
+	if (p->good_ssthresh)
+		tp->snd_ssthresh = p->good_ssthresh;
+	/* This first packet is being transmitted now (snd_nxt is its sequence). */
+	p->fs_first_end = tp->snd_nxt + mss;
+	p->fs_end = tp->snd_nxt + w * mss;
+	p->phase = FS_ACTIVE;
+	p->failed = 0;
+	p->starts++;
+	start_pacing(sk, pace_rate(tp, w, 1, 1));
+}
+
+/* Called before every transmit attempt (tcp_write_xmit): the hook where the marking of
+ * the fast start packets after the first is switched on and, once the initial window is
+ * out, off again. */
+SEC("struct_ops/stl_fs_min_tso")
+u32 BPF_PROG(stl_fs_min_tso, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct fs_priv *p = fs(sk);
+
+	if (p->phase == FS_ACTIVE && (p->flags & STL_FS_PDROP)) {
+		if (!p->marking && (s32)(tp->snd_nxt - p->fs_first_end) >= 0 &&
+		    (s32)(tp->snd_nxt - p->fs_end) < 0) {
+			fs_set_tos(sk, p->dscp << 2);
+			p->marking = 1;
+		} else if (p->marking && (s32)(tp->snd_nxt - p->fs_end) >= 0) {
+			fs_set_tos(sk, 0);
+			p->marking = 0;
+		}
+	}
+	return 2;
+}
+
+SEC("struct_ops/stl_fs_acked")
+void BPF_PROG(stl_fs_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	/* The first ACK of new data: ACK clocking has set in, the fast start phase is over. */
+	if (fs(sk)->phase == FS_ACTIVE && sample->pkts_acked > 0)
+		fs_stop(sk);
+}
+
+SEC("struct_ops/stl_fs_cong_avoid")
+void BPF_PROG(stl_fs_cong_avoid, struct sock *sk, u32 ack, u32 acked)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct fs_priv *p = fs(sk);
+	struct fs_key key = fs_key_of(sk);
+	struct fs_cached c = {};
+
+	tcp_reno_cong_avoid(sk, ack, acked);
+	/* Only called while the window may open: no loss outstanding, so the window that
+	 * was just delivered is a good one. */
+	p->good_cwnd = tp->snd_cwnd;
+	p->good_ssthresh = tp->snd_ssthresh;
+	p->good_in_ss = tp->snd_cwnd < tp->snd_ssthresh;
+	c.cwnd = p->good_cwnd;
+	c.ssthresh = p->good_ssthresh;
+	c.in_ss = p->good_in_ss;
+	bpf_map_update_elem(&stl_fs_cache, &key, &c, BPF_ANY);
+}
+
+/* Is the earliest unacknowledged segment a fast start packet other than the first? */
+static __always_inline int fs_packet_lost(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct fs_priv *p = fs(sk);
+
+	if (!p->starts)
+		return 0;
+	return (s32)(tp->snd_una - p->fs_first_end) >= 0 && (s32)(tp->snd_una - p->fs_end) < 0;
+}
+
+SEC("struct_ops/stl_fs_ssthresh")
+u32 BPF_PROG(stl_fs_ssthresh, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct fs_priv *p = fs(sk);
+
+	if ((p->flags & STL_FS_FLR) && fs_packet_lost(sk)) {
+		/* Slow start without penalty: the optimistic window was wrong, the path is not
+		 * known to be congested; keep ssthresh. */
+		p->failed = 1;
+		fs_stop(sk);
+		return tp->snd_ssthresh > 2 ? tp->snd_ssthresh : 2;
+	}
+	fs_stop(sk);
+	return tcp_reno_ssthresh(sk);
+}
+
+SEC("struct_ops/stl_fs_undo")
+u32 BPF_PROG(stl_fs_undo, struct sock *sk) { return tcp_reno_undo_cwnd(sk); }
+
+SEC(".struct_ops")
+struct tcp_congestion_ops stl_fs = {
+	.init = (void *)stl_fs_init,
+	.ssthresh = (void *)stl_fs_ssthresh,
+	.cong_avoid = (void *)stl_fs_cong_avoid,
+	.cwnd_event = (void *)stl_fs_cwnd_event,
+	.pkts_acked = (void *)stl_fs_acked,
+	.min_tso_segs = (void *)stl_fs_min_tso,
+	.undo_cwnd = (void *)stl_fs_undo,
+	.name = "stlXX_fs",
 };
 
 char LICENSE[] SEC("license") = "GPL";

@@ -21,6 +21,17 @@
 #define STL_CLIENT_QS (1u << 3)    /* echo Quick-Start requests in TCP option 27 */
 #define STL_SERVER_QS (1u << 4)    /* check echoes, start approved sockets with cfg.cc */
 #define STL_PACE (1u << 5)         /* kernel pacing for every connection (linux-tcp pacing) */
+#define STL_SERVER_FS (1u << 6)    /* TCP Fast Start: accepted sockets get cfg.cc with cfg.fs_mark */
+
+/* ---- TCP Fast Start (Padmanabhan & Katz) ----
+ * The sock_ops program hands the congestion control its per-node settings in the socket's
+ * mark (SO_MARK, set just before TCP_CONGESTION, so init reads it):
+ *   STL_FS_MARK_TAG | generation << 16 | dscp << 8 | flags.
+ * The generation changes with every install: cache entries of an earlier run never match. */
+#define STL_FS_MARK_TAG 0x46000000u  /* "F" */
+#define STL_FS_MARK_MASK 0xff000000u
+#define STL_FS_PDROP (1u << 0)       /* mark fast start packets (all but the first) low priority */
+#define STL_FS_FLR (1u << 1)         /* quick recovery: fine reset timer, no penalty for their loss */
 
 #define STL_CC_NAME_LEN 16
 
@@ -38,7 +49,7 @@ struct stl_node_cfg {
 	__u32 last_cwnd;      /* server: initial cwnd set for it (segments) */
 	__u32 cc_set;         /* server: sockets given cfg.cc */
 	__u32 errors;         /* any helper call that failed */
-	__u32 pad;
+	__u32 fs_mark;        /* server, Fast Start: the settings handed to the CC (see above) */
 };
 
 /* ---- Quick-Start (RFC 4782; the codec is analysis/quickstart.py) ---- */

@@ -2,10 +2,9 @@
 #ifndef STL_QS_PKT_H
 #define STL_QS_PKT_H
 
-#define ETH_HLEN 14
-#define ETH_P_IP 0x0800
+#include "stl_tc.h"
+
 #define IPPROTO_TCP 6
-#define TC_ACT_OK 0
 #define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_ACK 0x10
 

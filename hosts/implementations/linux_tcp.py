@@ -35,12 +35,14 @@ class LinuxTcp(Implementation):
                                  low=1, high=1000, integer=True),
         "pacing_ca_ratio": Param(120, "pacing rate in congestion avoidance, % of cwnd/RTT (tcp_pacing_ca_ratio)",
                                  low=1, high=1000, integer=True),
+        "sack": Param(True, "selective acknowledgements (false: NewReno-style recovery, as the papers' era)"),
     }
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         endhosts.set_congestion_control(node, params["cc"], ctx.instance)
         endhosts.set_pacing_ratios(node, params["pacing_ss_ratio"], params["pacing_ca_ratio"])
         endhosts.set_route(node, ctx.gateway, params["iw"], params["irw"] or None)
+        endhosts.set_sack(node, params["sack"])
         if params["pacing"]:
             loader.set_node(ctx.instance, node, loader.NodeConfig(flags=loader.PACE))
 
@@ -51,6 +53,7 @@ class LinuxTcp(Implementation):
         endhosts.set_congestion_control(node, d.cc, ctx.instance)
         endhosts.set_pacing_ratios(node, d.pacing_ss_ratio, d.pacing_ca_ratio)
         endhosts.set_route(node, ctx.gateway, d.iw)
+        endhosts.set_sack(node, d.sack)
 
     def declares(self, role, params, defaults) -> Declared | None:
         return Declared(cc=(params["cc"],), iw=int(params["iw"])) if role == "server" else None

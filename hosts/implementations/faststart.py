@@ -1,0 +1,63 @@
+"""TCP Fast Start (Padmanabhan & Katz, Globecom 1998): reuse the network state cached in
+the recent past instead of slow-starting after an idle period, with drop priority for the
+optimistic packets and quick recovery when the cache was stale.
+
+Server (the sender; the paper's scheme is sender-only): the kernel's NewReno (Reno without
+SACK, §4) from `iw`, with the Fast Start congestion control of hosts/bpf/stl_cc.bpf.c
+(stl_fs): the per-connection and per-destination cache of cwnd and ssthresh, the restart
+window after idle (§3.3.2), its pacing over one srtt (§3.3.3), the low-priority marking of
+the fast start packets but the first (§3.3.1, `pdrop`) and the no-penalty fallback with a
+fine-grained reset timer (§3.3.4, `flr`). For new connections the kernel's per-destination
+metrics supply srtt and rttvar (tcp_no_metrics_save off on the server).
+
+The router part of the paper (drop low priority first) is the bottleneck's queue: a
+scenario chooses the delay line's queue with the push-out policy (topologies/shapers.py);
+it only changes anything for marked packets.
+"""
+from __future__ import annotations
+
+import itertools
+
+from hosts.bpf import loader
+from hosts.implementations.base import Declared, Implementation, InstallContext, Param
+from hosts.implementations.linux_tcp import LinuxTcp
+from topologies.shell import check_cmd
+
+AF13 = 14                      # RFC 2597: class AF1, drop precedence 3 (high)
+_generation = itertools.count(1)
+
+
+class FastStart(Implementation):
+    name = "faststart"
+    summary = "TCP Fast Start: cached window after idle, paced, low-priority marking, quick recovery"
+    roles = ("server",)
+    params = {
+        "pdrop": Param(True, "mark the fast start packets but the first low priority (DSCP `dscp`)"),
+        "flr": Param(True, "quick recovery (§3.3.4): fine-grained reset timer, no penalty for a fast start loss"),
+        "dscp": Param(AF13, "DSCP of the low-priority packets (RFC 2597 AF13 = 14)", low=1, high=63, integer=True),
+        "iw": Param(1, "initial window of a connection with nothing cached (the paper's slow start: 1)",
+                    low=1, high=100, integer=True),
+        "sack": Param(False, "negotiate SACK (the paper's NewReno has none)"),
+    }
+
+    def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "reno", "iw": params["iw"],
+                                                           "sack": params["sack"]}), ctx)
+        check_cmd(node, "sysctl -qw net.ipv4.tcp_no_metrics_save=0")
+        mark = loader.fs_mark(params["pdrop"], params["flr"], int(params["dscp"]), next(_generation) & 0xff)
+        loader.set_node(ctx.instance, node, loader.NodeConfig(flags=loader.SERVER_FS,
+                                                              cc=loader.cc_name(ctx.instance, "fs"),
+                                                              fs_mark=mark))
+
+    def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        loader.clear_node(ctx.instance, node)
+        # What this run cached must not start the next one: the kernel's metrics go.
+        check_cmd(node, "ip tcp_metrics flush all >/dev/null 2>&1; sysctl -qw net.ipv4.tcp_no_metrics_save=1")
+        LinuxTcp().remove(node, role, LinuxTcp().resolve({"cc": "reno"}), ctx)
+
+    def declares(self, role, params, defaults) -> Declared | None:
+        # A connection's first flight is `iw`, a restart's the cached window: sized by the scheme.
+        return Declared(cc=("fs",), iw=None) if role == "server" else None
+
+    def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
+        return loader.node_counters(ctx.instance, node)

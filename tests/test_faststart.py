@@ -1,0 +1,194 @@
+"""Root integration: TCP Fast Start on the wire (Padmanabhan & Katz §3.3), read from captures.
+
+A P-HTTP connection (hosts/phttp_client.py, window capped at 32 KB) fetches a burst from
+lighttpd on sv1, idles, fetches again; the server runs the variant under test. The
+capture next to the servers (in front of the bottleneck queue) shows what the sender did.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hosts.apps import HTTP_PORT, Lighttpd, make_object
+from hosts.bpf import loader
+from hosts.process import NodeProcess
+from hosts.session import RunSession
+from hosts.variants import get_variant
+from topologies.network import Network
+from topologies.profiles import LinkProfile
+from wiretrace import ACK, read_pcap
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+
+CLIENT = Path(__file__).resolve().parent.parent / "hosts" / "phttp_client.py"
+LOW = 14 << 2                                   # AF13 in the TOS byte
+MAXBURST = 4
+
+
+def t1(rtt_ms: float = 100) -> LinkProfile:
+    """The paper's T1 bottleneck with 1 KB segments (a deep buffer: no loss unless wanted)."""
+    return LinkProfile(name="fs-test", down_mbps=1.5, up_mbps=1.5, rtt_ms=rtt_ms, buffer_pkts=200, mtu=1052)
+
+
+@dataclass
+class Run:
+    server: list                 # the server's data segments (capture next to the servers)
+    acks: list                   # the client's packets toward the server
+    delivered: list              # data segments that reached the client (its uplink capture)
+    requests: list
+    before_pause: dict           # the server socket's cwnd/ssthresh/rtt read during the pause
+    after: dict                  # … and after the second burst
+    counters: dict
+
+
+def ss_figures(node) -> dict:
+    out = node.cmd(f"ss -tinH state established '( sport = :{HTTP_PORT} )'")
+    found = {k: float(v) for k, v in re.findall(r"\b(cwnd|ssthresh):(\d+)", out)}
+    rto = re.search(r"\brto:([\d.]+)", out)
+    if rto:
+        found["rto_ms"] = float(rto.group(1))
+    rtt = re.search(r"\brtt:([\d.]+)/([\d.]+)", out)
+    if rtt:
+        found["srtt_ms"], found["rttvar_ms"] = float(rtt.group(1)), float(rtt.group(2))
+    return found
+
+
+def bursts(tmp: Path, variant: str, sizes=(30_000, 30_000), pause_s: float = 2.0, prof: LinkProfile | None = None,
+           during_pause=None) -> Run:
+    prof = prof or t1()
+    with Network(prof, tmp / "net") as net:
+        n = net.names
+        sv, cl = net.host(n.server(1)), net.host(n.client(1))
+        work = tmp / "run"
+        work.mkdir()
+        with RunSession(net, get_variant(variant), work, tmp / "scratch", get_variant) as s:
+            s.install_under_test(server=[sv], client=[cl])
+            urls = [make_object(s.scratch / "www", size) for size in sizes]
+            s.adopt("lighttpd", Lighttpd(sv, n.server_ip(1), s.scratch / "www", work, s.instance))
+            s.capture_standard()
+            s.ready()
+            client = NodeProcess(cl, [sys.executable, str(CLIENT), "--server", n.server_ip(1), "--path", urls[0],
+                                      "--path", urls[1], "--pause", "0", "--pause", f"{pause_s:g}",
+                                      "--clamp", "32768", "--linger", "1", "--out", str(work / "client.json")],
+                                 s.instance, "client", log_path=work / "client.log")
+            deadline = time.monotonic() + 30
+            while "response 1 done" not in client.output() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(pause_s / 2)
+            before = ss_figures(sv)
+            if during_pause:
+                during_pause(net)
+            deadline = time.monotonic() + 30
+            while "response 2 done" not in client.output() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            after = ss_figures(sv)                       # the client lingers on the connection
+            assert client.wait(timeout=60) == 0, client.output()
+            counters = loader.node_counters(s.instance, sv) or {}
+        result = json.loads((work / "client.json").read_text())
+        server_ip, client_ip = n.server_ip(1), n.client_ip(1)
+        bneck_in = read_pcap(work / "cap-bneck-in.pcap")
+        client_side = read_pcap(work / "cap-client.pcap")
+        return Run(server=[p for p in bneck_in if p.src == server_ip and p.payload > 0],
+                   acks=[p for p in bneck_in if p.src == client_ip and p.flags & ACK],
+                   delivered=[p for p in client_side if p.src == server_ip and p.payload > 0],
+                   requests=result["requests"], before_pause=before, after=after, counters=counters)
+
+
+def restart_flight(run: Run) -> tuple[list, float]:
+    """The second burst's data sent before the first ACK of that data, and that ACK's time."""
+    t2 = run.requests[1]["sent"]
+    second = [p for p in run.server if p.ts > t2]
+    first_seq = second[0].seq
+    acked = next(a.ts for a in run.acks if a.ts > second[0].ts and (a.ack - first_seq) % 2 ** 32 < 2 ** 31
+                 and a.ack != first_seq)
+    return [p for p in second if p.ts < acked], acked
+
+
+def restart_window(ss: dict) -> int:
+    """§3.3.2: half the cached window after slow start, one less after congestion avoidance."""
+    cwnd, ssthresh = int(ss["cwnd"]), ss.get("ssthresh", float("inf"))
+    return max(2, cwnd // 2 if cwnd < ssthresh else cwnd - 1)
+
+
+def test_restart_sends_the_cached_window_paced_in_small_bursts_and_marks_all_but_the_first(tmp_path):
+    run = bursts(tmp_path, "fs-pdrop")
+    assert run.counters.get("cc_set") == 1 and run.counters.get("errors") == 0, run.counters
+    flight, acked = restart_flight(run)
+    expected = restart_window(run.before_pause)
+    assert abs(len(flight) - expected) <= 1, (len(flight), expected, run.before_pause)
+    # Clocked out over about one srtt, never more than maxburst segments back to back.
+    srtt = run.before_pause["srtt_ms"] / 1000
+    span = flight[-1].ts - flight[0].ts
+    assert 0.5 * srtt * (len(flight) - 1) / len(flight) <= span <= 1.3 * srtt, (span, srtt)
+    burst = longest = 1
+    for a, b in zip(flight, flight[1:]):
+        burst = burst + 1 if b.ts - a.ts < 0.25 * srtt / len(flight) else 1
+        longest = max(longest, burst)
+    assert longest <= MAXBURST, longest
+    # Exactly the initial window but its first packet is low priority; later packets are not.
+    tos = [p.ip_header[1] for p in flight]
+    assert tos[0] == 0 and all(t == LOW for t in tos[1:]), tos
+    later = [p for p in run.server if p.ts >= acked]
+    assert later and all(p.ip_header[1] == 0 for p in later)
+    assert all(p.ip_header[1] == 0 for p in run.server if p.ts < run.requests[1]["sent"])   # the first burst
+
+
+def test_newreno_restarts_from_one_segment_unmarked(tmp_path):
+    run = bursts(tmp_path, "newreno")
+    flight, _ = restart_flight(run)
+    assert len(flight) == 1, len(flight)            # slow start after idle from the window of 1
+    assert all(p.ip_header[1] == 0 for p in run.server)
+
+
+def drop_marked(net) -> None:
+    """From now on the bottleneck router drops every low-priority packet (the extreme of a
+    push-out queue under load): every fast start packet but the first is lost."""
+    queue = net.queue("down")
+    loader.fault_drop_dscp(net.instance, net.host(queue.node), queue.intf, LOW >> 2)
+
+
+@pytest.mark.parametrize("variant", ["fs-pdrop", "fs-pdrop-noflr"])
+def test_a_failed_fast_start_falls_back_to_slow_start(tmp_path, variant):
+    """The second burst (10 KB) fits the restart window: its first packet arrives, the
+    marked rest is dropped. With quick recovery the fine-grained reset timer (srtt +
+    4·rttvar) fires, the sender slow-starts from 1 without touching ssthresh and
+    retransmits only what never arrived; without it the coarse timer (≥ 200 ms) fires and
+    ssthresh is cut."""
+    run = bursts(tmp_path, variant, sizes=(30_000, 10_000), during_pause=drop_marked)
+    flight, _ = restart_flight(run)
+    lost = [p for p in flight if p.ip_header[1] == LOW]
+    assert len(lost) >= 5 and len(lost) == len(flight) - 1
+    first_lost = lost[0]
+    retx = [p for p in run.server if p.ts > first_lost.ts and p.seq == first_lost.seq]
+    assert retx, "the lost fast start packet was never retransmitted"
+    # The retransmission timer restarts when the first (delivered) packet's ACK arrives
+    # (RFC 6298 5.3), so its expiry is measured from that ACK.
+    first_acked = next(a.ts for a in run.acks if a.ts > flight[0].ts and a.ack == first_lost.seq)
+    gap = retx[0].ts - first_acked
+    srtt = run.before_pause["srtt_ms"] / 1000
+    print(f"{variant}: srtt {srtt * 1e3:.0f} ms, rto before the pause {run.before_pause.get('rto_ms')} ms, "
+          f"retransmission {gap * 1e3:.0f} ms after the first ACK; after: {run.after}")
+    # Slow start from a window of one: the retransmission goes alone, two follow its ACK.
+    its_ack = next(a.ts for a in run.acks if a.ts > retx[0].ts)
+    assert not [p for p in run.server if retx[0].ts < p.ts < its_ack]
+    next_ack = next((a.ts for a in run.acks if a.ts > its_ack + 0.005), float("inf"))
+    assert len([p for p in run.server if its_ack <= p.ts < next_ack]) <= 2
+    # Nothing the client already had was sent again.
+    t2 = run.requests[1]["sent"]
+    for p in (p for p in run.server if p.ts > t2 and p.ip_header[1] == 0 and p is not flight[0]):
+        had = [d for d in run.delivered if d.seq == p.seq and d.ts < p.ts]
+        assert not had, f"segment {p.seq} retransmitted after the client had it"
+    assert run.requests[1]["bytes"] == 10_000
+    if variant == "fs-pdrop":
+        # Fine-grained: srtt + 4·rttvar, below the coarse timer's srtt + 200 ms floor.
+        assert srtt <= gap < srtt + 0.2, (gap, srtt)
+        assert run.after.get("ssthresh", float("inf")) >= run.before_pause.get("ssthresh", float("inf")), run.after
+    else:
+        assert gap >= srtt + 0.2, (gap, srtt)                           # the coarse timer
+        assert run.after.get("ssthresh", float("inf")) < run.before_pause.get("ssthresh", float("inf")), run.after
