@@ -14,6 +14,8 @@ WORKLOADS: dict[str, tuple[str, str]] = {
     # name:        (runs in the hosts,               analyses the results)
     "competing": ("hosts.workloads.competing", "analysis.workloads.competing"),
     "bulk": ("hosts.workloads.bulk", "analysis.workloads.bulk"),
+    "web": ("hosts.workloads.web", "analysis.workloads.web"),
+    "bursty": ("hosts.workloads.bursty", "analysis.workloads.bursty"),
 }
 
 

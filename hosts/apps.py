@@ -40,22 +40,30 @@ def make_object(docroot: Path, size_bytes: int) -> str:
 
 
 class Lighttpd:
-    """lighttpd in a node, serving `docroot` on HTTP_PORT, config and logs in `workdir`."""
+    """lighttpd in a node, serving `docroot` on HTTP_PORT, config and logs in `workdir`.
 
-    def __init__(self, node, bind_ip: str, docroot: Path, workdir: Path, instance):
-        conf = workdir / "lighttpd.conf"
-        conf.write_text("\n".join([
+    `extra` directives ("key = value") are added, replacing a default of the same key
+    (lighttpd refuses a key set twice); `name` names the config and log files, so several
+    servers of one run keep their own.
+    """
+
+    def __init__(self, node, bind_ip: str, docroot: Path, workdir: Path, instance, extra: tuple[str, ...] = (),
+                 name: str = "lighttpd"):
+        conf = workdir / f"{name}.conf"
+        lines = [
             f'server.document-root = "{docroot}"',
             f'server.bind = "{bind_ip}"',
             f"server.port = {HTTP_PORT}",
-            f'server.errorlog = "{workdir}/lighttpd-error.log"',
+            f'server.errorlog = "{workdir}/{name}-error.log"',
             'server.max-keep-alive-requests = 1000',
             'server.network-backend = "sendfile"',
             'mimetype.assign = ( "" => "application/octet-stream" )',
-            "",
-        ]))
+        ]
+        overridden = {line.split("=", 1)[0].strip() for line in extra}
+        lines = [line for line in lines if line.split("=", 1)[0].strip() not in overridden] + list(extra)
+        conf.write_text("\n".join(lines + [""]))
         self.proc = start_server(node, ["lighttpd", "-D", "-f", str(conf)], HTTP_PORT, instance, "lighttpd",
-                                 workdir / "lighttpd.log")
+                                 workdir / f"{name}.log")
 
     def stop(self) -> None:
         self.proc.stop()
