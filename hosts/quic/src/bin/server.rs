@@ -1,0 +1,576 @@
+//! startlab-quic-server: serves generated objects over QUIC, one bidirectional stream per
+//! request, and writes one JSON line of statistics per connection when it ends.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::{Parser, ValueEnum};
+use quinn::crypto::rustls::QuicServerConfig;
+use quinn::{
+    Connection, ConnectionError, Endpoint, EndpointConfig, Incoming, RecvStream, SendStream, ServerConfig, VarInt,
+};
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use startlab_quic::controller::{ControllerConfig, HintSlot, StartlabController, StartlabFactory};
+use startlab_quic::cubic::CubicParams;
+use startlab_quic::pacing::{max_spread, Pacing};
+use startlab_quic::report::{connection_stats, ms, unix_now};
+use startlab_quic::request::{self, tech_name, Hint, Request};
+use startlab_quic::runtime::{StartlabRuntime, Timers};
+use startlab_quic::sizes::parse_size;
+use startlab_quic::transport::{TransportOptions, ETHERNET_UDP_PAYLOAD};
+use startlab_quic::{socket, tls};
+
+const NAME: &str = "startlab-quic-server";
+
+#[derive(Copy, Clone, Debug, PartialEq, ValueEnum)]
+enum Cc {
+    /// The paper's baseline: CUBIC from 32 datagrams, paced as Google QUIC.
+    #[value(name = "cubic-iw32")]
+    CubicIw32,
+    /// Blitzstart: cwnd = hint × handshake RTT in congestion avoidance, then CUBIC; the
+    /// cubic-iw32 start for connections without a hint.
+    Blitz,
+    /// CUBIC from --iw datagrams (default 10), paced as Google QUIC.
+    Cubic,
+    /// quinn's own CUBIC and pacing, for reference (--iw, default 10).
+    #[value(name = "quinn-cubic")]
+    QuinnCubic,
+}
+
+impl Cc {
+    fn name(self) -> &'static str {
+        match self {
+            Cc::CubicIw32 => "cubic-iw32",
+            Cc::Blitz => "blitz",
+            Cc::Cubic => "cubic",
+            Cc::QuinnCubic => "quinn-cubic",
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, ValueEnum)]
+enum PacingMode {
+    /// A window over --ss-pacing-rtt of an RTT in slow start, --ca-pacing-rtt otherwise.
+    Paper,
+    /// quinn's pacer unchanged (a window over 0.8 RTT).
+    Quinn,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, ValueEnum)]
+enum TimerMode {
+    /// timerfd per connection: pacing wake-ups within tens of microseconds.
+    Precise,
+    /// tokio's timer wheel (1 ms resolution), as quinn ships.
+    Tokio,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+fn size(text: &str) -> Result<u64, String> {
+    parse_size(text)
+}
+
+#[derive(Parser, Debug)]
+#[command(name = NAME, version, about = "QUIC object server for startlab (CUBIC IW32 baseline, Blitzstart)")]
+struct Args {
+    /// Address and UDP port to listen on.
+    #[arg(long, default_value = "0.0.0.0:4433")]
+    listen: SocketAddr,
+    /// Congestion controller.
+    #[arg(long, value_enum, default_value = "cubic-iw32")]
+    cc: Cc,
+    /// Initial window in datagrams (cubic, quinn-cubic; cubic-iw32 and blitz use 32).
+    #[arg(long)]
+    iw: Option<u64>,
+    /// Pacing of the startlab controllers.
+    #[arg(long, value_enum, default_value = "paper")]
+    pacing: PacingMode,
+    /// Fraction of an RTT over which a slow-start window is paced (paper: 0.5; at most 0.8).
+    #[arg(long, default_value_t = 0.5)]
+    ss_pacing_rtt: f64,
+    /// Fraction of an RTT over which a window is paced in congestion avoidance and a
+    /// Blitzstart window at start (paper: 0.75; at most 0.8).
+    #[arg(long, default_value_t = 0.75)]
+    ca_pacing_rtt: f64,
+    /// Timers that drive pacing.
+    #[arg(long, value_enum, default_value = "precise")]
+    timers: TimerMode,
+    /// HyStart delay-increase exit from slow start.
+    #[arg(long, value_enum, default_value = "on")]
+    hystart: OnOff,
+    /// CUBIC's multiplicative decrease factor.
+    #[arg(long, default_value_t = 0.7)]
+    cubic_beta: f64,
+    /// UDP payload of every datagram (1472 on a 1500-byte IPv4 path).
+    #[arg(long, default_value_t = ETHERNET_UDP_PAYLOAD)]
+    udp_payload: u16,
+    /// Probe for larger datagrams instead of fixing them to --udp-payload.
+    #[arg(long)]
+    mtu_discovery: bool,
+    /// Send one datagram per system call instead of UDP GSO batches.
+    #[arg(long)]
+    no_gso: bool,
+    /// Unacknowledged response bytes buffered per connection.
+    #[arg(long, default_value = "64MiB", value_parser = size)]
+    send_window: u64,
+    /// Largest object a client may request.
+    #[arg(long, default_value = "10GB", value_parser = size)]
+    max_object: u64,
+    /// Where to append one JSON line per connection ("-" = standard output).
+    #[arg(long, default_value = "-")]
+    stats: String,
+    /// Close a connection after this long without packets.
+    #[arg(long, default_value_t = 10.0)]
+    idle_timeout_s: f64,
+    /// Seconds a client has to send its request on a new stream.
+    #[arg(long, default_value_t = 10.0)]
+    request_timeout_s: f64,
+    /// Exit after this many connections have ended (0 = serve until SIGTERM/SIGINT).
+    #[arg(long, default_value_t = 0)]
+    max_connections: u64,
+    /// Runtime worker threads (1 = everything on the main thread).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Socket send and receive buffer.
+    #[arg(long, default_value = "4MiB", value_parser = size)]
+    sock_buf: u64,
+}
+
+/// What the server's controllers are, shared by all connections.
+#[derive(Clone)]
+enum Controllers {
+    Startlab(ControllerConfig),
+    Quinn { initial_window: u64 },
+}
+
+struct Shared {
+    args: Args,
+    controllers: Controllers,
+    base: ServerConfig,
+    transport: TransportOptions,
+    out: Mutex<Box<dyn Write + Send>>,
+    /// The object bytes: a byte at stream offset o is o mod 251 (the client checks this).
+    pattern: Bytes,
+}
+
+/// One generated buffer, a multiple of 251 bytes long so that writing it repeatedly keeps
+/// the pattern continuous.
+fn pattern() -> Bytes {
+    let len = 251 * 4177; // ≈ 1 MiB
+    Bytes::from((0..len).map(|i| (i % 251) as u8).collect::<Vec<u8>>())
+}
+
+fn validate(args: &Args) -> Result<Controllers, String> {
+    let iw = match (args.cc, args.iw) {
+        (Cc::CubicIw32 | Cc::Blitz, Some(n)) if n != 32 => {
+            return Err(format!(
+                "--iw {n} conflicts with --cc {} (use --cc cubic --iw {n})",
+                args.cc.name()
+            ))
+        }
+        (Cc::CubicIw32 | Cc::Blitz, _) => 32,
+        (_, Some(n)) => n,
+        (_, None) => 10,
+    };
+    if !(1..=100_000).contains(&iw) {
+        return Err(format!("--iw {iw} is outside 1 … 100000 datagrams"));
+    }
+    for (name, v) in [
+        ("--ss-pacing-rtt", args.ss_pacing_rtt),
+        ("--ca-pacing-rtt", args.ca_pacing_rtt),
+    ] {
+        if !(v > 0.0 && v <= max_spread()) {
+            return Err(format!(
+                "{name} {v}: must be in (0, {}]; quinn's pacer already spreads a window over 0.8 RTT and a controller can only make it faster",
+                max_spread()
+            ));
+        }
+    }
+    if !(args.cubic_beta > 0.0 && args.cubic_beta < 1.0) {
+        return Err(format!("--cubic-beta {} must be in (0, 1)", args.cubic_beta));
+    }
+    if !(args.idle_timeout_s > 0.0 && args.request_timeout_s > 0.0) {
+        return Err("timeouts must be positive".into());
+    }
+    if args.threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    Ok(match args.cc {
+        Cc::QuinnCubic => Controllers::Quinn { initial_window: iw },
+        cc => Controllers::Startlab(ControllerConfig {
+            initial_window: iw,
+            cubic: CubicParams {
+                beta: args.cubic_beta,
+                hystart: args.hystart == OnOff::On,
+                ..CubicParams::default()
+            },
+            pacing: match args.pacing {
+                PacingMode::Paper => Pacing::Paper {
+                    slow_start: args.ss_pacing_rtt,
+                    avoidance: args.ca_pacing_rtt,
+                },
+                PacingMode::Quinn => Pacing::Quinn,
+            },
+            blitz: cc == Cc::Blitz,
+        }),
+    })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let controllers = match validate(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{NAME}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut builder = if args.threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(args.threads);
+        b
+    };
+    let runtime = match builder.enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{NAME}: error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(args, controllers)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{NAME}: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve(args: Args, controllers: Controllers) -> Result<(), String> {
+    let transport = TransportOptions {
+        udp_payload: args.udp_payload,
+        mtu_discovery: args.mtu_discovery,
+        idle_timeout: Duration::from_secs_f64(args.idle_timeout_s),
+        receive_window: 1 << 20,
+        send_window: args.send_window,
+        gso: !args.no_gso,
+    };
+    transport.build()?; // reject bad settings before binding
+    let crypto: Arc<QuicServerConfig> = Arc::new(tls::server_crypto(&["localhost".into(), "startlab".into()])?);
+    let base = ServerConfig::with_crypto(crypto);
+    let out: Box<dyn Write + Send> = if args.stats == "-" {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&args.stats)
+                .map_err(|e| format!("cannot open --stats {}: {e}", args.stats))?,
+        )
+    };
+    let (udp, rcvbuf, sndbuf) = socket::bind(args.listen, args.sock_buf as usize)?;
+    let timers = match args.timers {
+        TimerMode::Precise => Timers::Precise,
+        TimerMode::Tokio => Timers::Tokio,
+    };
+    let endpoint = Endpoint::new(
+        EndpointConfig::default(),
+        Some(base.clone()),
+        udp,
+        StartlabRuntime::new(timers),
+    )
+    .map_err(|e| format!("cannot start the QUIC endpoint on {}: {e}", args.listen))?;
+    let local = endpoint.local_addr().map_err(|e| e.to_string())?;
+    eprintln!(
+        "{NAME}: listening on {local} (cc {}, pacing {:?}, timers {:?}, udp payload {}, gso {}, socket buffers rcv {rcvbuf} snd {sndbuf})",
+        args.cc.name(),
+        args.pacing,
+        args.timers,
+        args.udp_payload,
+        !args.no_gso
+    );
+
+    let max_connections = args.max_connections;
+    let shared = Arc::new(Shared {
+        args,
+        controllers,
+        base,
+        transport,
+        out: Mutex::new(out),
+        pattern: pattern(),
+    });
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    let mut connections = JoinSet::new();
+    let mut accepted = 0u64;
+    let mut ended = 0u64;
+    loop {
+        if max_connections > 0 && ended >= max_connections {
+            break;
+        }
+        let accepting = max_connections == 0 || accepted < max_connections;
+        tokio::select! {
+            incoming = endpoint.accept(), if accepting => match incoming {
+                Some(incoming) => {
+                    accepted += 1;
+                    connections.spawn(connection(shared.clone(), incoming));
+                }
+                None => break,
+            },
+            Some(_) = connections.join_next() => ended += 1,
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    // Closing the endpoint ends every open connection, each of which then writes its line.
+    endpoint.close(VarInt::from_u32(0), b"server shutting down");
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+    Ok(())
+}
+
+/// Per-connection record the stream tasks fill in.
+#[derive(Default)]
+struct ConnRecord {
+    requests: u64,
+    response_bytes: u64,
+    hint: Option<Hint>,
+    /// quinn's minimum RTT when the first request arrived: the handshake's RTT.
+    handshake_rtt: Option<Duration>,
+    first_request: Option<Instant>,
+    /// First request to the acknowledgement of the last response byte.
+    response_acked: Option<Duration>,
+    errors: Vec<String>,
+}
+
+async fn connection(shared: Arc<Shared>, incoming: Incoming) {
+    let start = Instant::now();
+    let start_unix = unix_now();
+    let remote = incoming.remote_address();
+    let slot = Arc::new(HintSlot::default());
+    let mut transport = match shared.transport.build() {
+        Ok(t) => t,
+        Err(_) => return, // validated at start
+    };
+    match &shared.controllers {
+        Controllers::Startlab(config) => {
+            transport.congestion_controller_factory(Arc::new(StartlabFactory {
+                config: config.clone(),
+                slot: Some(slot.clone()),
+            }));
+        }
+        Controllers::Quinn { initial_window } => {
+            let mut cubic = quinn::congestion::CubicConfig::default();
+            cubic.initial_window(initial_window * shared.args.udp_payload as u64);
+            transport.congestion_controller_factory(Arc::new(cubic));
+        }
+    }
+    let mut config = shared.base.clone();
+    config.transport_config(Arc::new(transport));
+    let record = Arc::new(Mutex::new(ConnRecord::default()));
+
+    let (conn, close) = match incoming.accept_with(Arc::new(config)) {
+        Err(e) => (None, e),
+        Ok(connecting) => match connecting.await {
+            Err(e) => (None, e),
+            Ok(conn) => {
+                let close = serve_streams(&shared, &conn, &slot, &record).await;
+                (Some(conn), close)
+            }
+        },
+    };
+    let line = connection_line(&shared, conn.as_ref(), &close, remote, start, start_unix, &record);
+    let mut out = shared.out.lock().unwrap();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+async fn serve_streams(
+    shared: &Arc<Shared>,
+    conn: &Connection,
+    slot: &Arc<HintSlot>,
+    record: &Arc<Mutex<ConnRecord>>,
+) -> ConnectionError {
+    let mut streams = JoinSet::new();
+    let close = loop {
+        match conn.accept_bi().await {
+            Ok((send, recv)) => {
+                streams.spawn(stream(
+                    shared.clone(),
+                    conn.clone(),
+                    slot.clone(),
+                    record.clone(),
+                    send,
+                    recv,
+                ));
+            }
+            Err(e) => break e,
+        }
+    };
+    // The connection is gone: the stream tasks end at their next operation.
+    while streams.join_next().await.is_some() {}
+    close
+}
+
+async fn stream(
+    shared: Arc<Shared>,
+    conn: Connection,
+    slot: Arc<HintSlot>,
+    record: Arc<Mutex<ConnRecord>>,
+    mut send: SendStream,
+    mut recv: RecvStream,
+) {
+    let fail = |record: &Mutex<ConnRecord>, msg: String| record.lock().unwrap().errors.push(msg);
+    let mut head = [0u8; request::LEN];
+    let timeout = Duration::from_secs_f64(shared.args.request_timeout_s);
+    match tokio::time::timeout(timeout, recv.read_exact(&mut head)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return fail(&record, format!("reading a request: {e}")),
+        Err(_) => {
+            let _ = send.reset(VarInt::from_u32(request::ERR_BAD_REQUEST));
+            return fail(&record, "no complete request within --request-timeout-s".into());
+        }
+    }
+    let req = match Request::decode(&head) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = send.reset(VarInt::from_u32(request::ERR_BAD_REQUEST));
+            let _ = recv.stop(VarInt::from_u32(request::ERR_BAD_REQUEST));
+            return fail(&record, format!("bad request: {e}"));
+        }
+    };
+    if req.size > shared.args.max_object {
+        let _ = send.reset(VarInt::from_u32(request::ERR_TOO_LARGE));
+        return fail(&record, format!("request for {} bytes above --max-object", req.size));
+    }
+    // The hint must be in the slot before the first response byte is written: the
+    // controller reads it when quinn builds the first datagram of the response.
+    let arrived = Instant::now();
+    {
+        let mut r = record.lock().unwrap();
+        if let Some(h) = req.hint {
+            if slot.offer(h) {
+                r.hint = Some(h);
+            }
+        }
+        r.requests += 1;
+        if r.first_request.is_none() {
+            r.first_request = Some(arrived);
+            r.handshake_rtt = Some(conn.stats().path.min_rtt);
+        }
+    }
+    let mut left = req.size;
+    while left > 0 {
+        let n = left.min(shared.pattern.len() as u64) as usize;
+        if let Err(e) = send.write_chunk(shared.pattern.slice(..n)).await {
+            return fail(&record, format!("writing a response: {e}"));
+        }
+        left -= n as u64;
+        record.lock().unwrap().response_bytes += n as u64;
+    }
+    if send.finish().is_err() {
+        return;
+    }
+    // Resolves once the client has acknowledged every byte (or the connection ends).
+    if let Ok(None) = send.stopped().await {
+        let mut r = record.lock().unwrap();
+        let since = r.first_request.unwrap_or(arrived);
+        r.response_acked = Some(since.elapsed());
+    }
+}
+
+fn connection_line(
+    shared: &Shared,
+    conn: Option<&Connection>,
+    close: &ConnectionError,
+    remote: SocketAddr,
+    start: Instant,
+    start_unix: f64,
+    record: &Mutex<ConnRecord>,
+) -> Value {
+    let r = record.lock().unwrap();
+    let args = &shared.args;
+    let mut line = json!({
+        "event": "connection",
+        "remote": remote.to_string(),
+        "cc": args.cc.name(),
+        "pacing": match (&shared.controllers, args.pacing) {
+            (Controllers::Quinn { .. }, _) | (_, PacingMode::Quinn) => "quinn",
+            _ => "paper",
+        },
+        "start_unix_s": start_unix,
+        "duration_s": start.elapsed().as_secs_f64(),
+        "close": close_reason(close),
+        "requests": r.requests,
+        "response_bytes": r.response_bytes,
+        "response_acked_s": r.response_acked.map(|d| d.as_secs_f64()),
+        "hint_kbps": r.hint.map(|h| h.kbps),
+        "hint_tech": r.hint.map(|h| tech_name(h.tech)),
+        "hint_tech_code": r.hint.map(|h| h.tech),
+        "handshake_rtt_ms": r.handshake_rtt.map(ms),
+        "errors": r.errors,
+    });
+    let obj = line.as_object_mut().unwrap();
+    let Some(conn) = conn else {
+        obj.insert("established".into(), json!(false));
+        return line;
+    };
+    obj.insert("established".into(), json!(true));
+    obj.extend(connection_stats(&conn.stats()));
+    let state = conn.congestion_state();
+    let window_now = state.window();
+    match state.into_any().downcast::<StartlabController>() {
+        Ok(c) => {
+            let blitz = c.blitzed();
+            obj.insert("hint_applied".into(), json!(blitz.is_some()));
+            obj.insert("blitz_rtt_ms".into(), json!(blitz.map(|b| ms(b.rtt))));
+            obj.insert("initial_window_bytes".into(), json!(c.initial_window_bytes()));
+            obj.insert(
+                "cwnd_start_bytes".into(),
+                json!(blitz.map_or(c.initial_window_bytes(), |b| b.cwnd)),
+            );
+            obj.insert("ssthresh_start_bytes".into(), json!(blitz.map(|b| b.cwnd)));
+            obj.insert("cwnd_end_bytes".into(), json!(c.cwnd()));
+            obj.insert("ssthresh_end_bytes".into(), json!(c.ssthresh()));
+            obj.insert("cc_reductions".into(), json!(c.reductions()));
+            obj.insert("hystart_exit".into(), json!(c.hystart_exit()));
+        }
+        Err(_) => {
+            let iw = match shared.controllers {
+                Controllers::Quinn { initial_window } => initial_window * args.udp_payload as u64,
+                _ => 0,
+            };
+            obj.insert("hint_applied".into(), json!(false));
+            obj.insert("initial_window_bytes".into(), json!(iw));
+            obj.insert("cwnd_start_bytes".into(), json!(iw));
+            obj.insert("cwnd_end_bytes".into(), json!(window_now));
+        }
+    }
+    line
+}
+
+fn close_reason(e: &ConnectionError) -> String {
+    match e {
+        ConnectionError::ApplicationClosed(c) if c.error_code == VarInt::from_u32(0) => "client closed".into(),
+        ConnectionError::LocallyClosed => "server closed".into(),
+        ConnectionError::TimedOut => "idle timeout".into(),
+        other => other.to_string(),
+    }
+}

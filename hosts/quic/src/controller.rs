@@ -1,0 +1,387 @@
+//! quinn congestion controller: CUBIC with the paper's start and pacing.
+//!
+//! * Slow-start start (`cubic-iw32`, and Blitzstart connections without a hint): CUBIC
+//!   from an initial window of N datagrams.
+//! * Blitzstart: once the client's hint is in the connection's [`HintSlot`], cwnd =
+//!   hint × the minimum RTT seen during the handshake, ssthresh = cwnd (congestion
+//!   avoidance from the first data packet), then CUBIC.
+//!
+//! The server creates one controller factory per connection (quinn's
+//! `Incoming::accept_with`) holding that connection's slot; the application fills the
+//! slot when it reads the request, before it writes any byte of the response. The
+//! controller applies the hint at its next callback; until then `window()` already
+//! returns the Blitzstart window, so the first response datagram sees it.
+
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use quinn_proto::congestion::{Controller, ControllerFactory, ControllerMetrics};
+use quinn_proto::RttEstimator;
+
+use crate::cubic::{Cubic, CubicParams, MAX_WINDOW_BYTES, MIN_WINDOW_SEGMENTS};
+use crate::pacing::{self, Pacing};
+use crate::request::Hint;
+
+/// Where the application leaves a connection's Blitzstart hint for its controller.
+#[derive(Debug, Default)]
+pub struct HintSlot {
+    hint: OnceLock<Hint>,
+}
+
+impl HintSlot {
+    /// Store the hint; only the first one counts. Returns whether this one was stored.
+    pub fn offer(&self, hint: Hint) -> bool {
+        hint.kbps > 0 && self.hint.set(hint).is_ok()
+    }
+
+    pub fn get(&self) -> Option<Hint> {
+        self.hint.get().copied()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControllerConfig {
+    /// Initial window in datagrams of the connection's size.
+    pub initial_window: u64,
+    pub cubic: CubicParams,
+    pub pacing: Pacing,
+    /// Start from the hint when the client sends one.
+    pub blitz: bool,
+}
+
+/// Blitzstart's first window: hint (kbit/s) × RTT, rounded up to whole datagrams, at
+/// least the minimum window.
+pub fn blitz_window(kbps: u32, rtt: Duration, mss: u64) -> u64 {
+    let bytes = (kbps as u128 * rtt.as_nanos()).div_ceil(8_000_000) as u64;
+    let segments = bytes.div_ceil(mss.max(1)).max(MIN_WINDOW_SEGMENTS);
+    (segments * mss).min(MAX_WINDOW_BYTES)
+}
+
+/// What the connection started with, for the statistics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Blitzed {
+    pub hint: Hint,
+    /// The handshake RTT the window was computed from.
+    pub rtt: Duration,
+    pub cwnd: u64,
+}
+
+#[derive(Clone)]
+pub struct StartlabController {
+    config: ControllerConfig,
+    cubic: Cubic,
+    slot: Option<Arc<HintSlot>>,
+    initial_window: u64,
+    /// Bytes in flight as far as the controller knows: exact after each batch of acks,
+    /// never below the truth (sent bytes are added once per transmit batch, including
+    /// ack-only packets that quinn does not count).
+    in_flight: u64,
+    /// Smallest raw RTT sample (ack time − send time) so far.
+    min_rtt: Option<Duration>,
+    batch_min_rtt: Option<Duration>,
+    srtt: Duration,
+    blitzed: Option<Blitzed>,
+}
+
+impl StartlabController {
+    pub fn new(config: ControllerConfig, mss: u64, slot: Option<Arc<HintSlot>>) -> Self {
+        let initial_window = (config.initial_window.max(MIN_WINDOW_SEGMENTS) * mss).min(MAX_WINDOW_BYTES);
+        Self {
+            cubic: Cubic::new(config.cubic, mss, initial_window),
+            config,
+            slot,
+            initial_window,
+            in_flight: 0,
+            min_rtt: None,
+            batch_min_rtt: None,
+            srtt: Duration::ZERO,
+            blitzed: None,
+        }
+    }
+
+    /// The Blitzstart start this connection should have and has not applied yet.
+    fn pending_blitz(&self) -> Option<Blitzed> {
+        if !self.config.blitz || self.blitzed.is_some() {
+            return None;
+        }
+        let hint = self.slot.as_ref()?.get()?;
+        let rtt = self.min_rtt?;
+        Some(Blitzed {
+            hint,
+            rtt,
+            cwnd: blitz_window(hint.kbps, rtt, self.cubic.mss()),
+        })
+    }
+
+    fn apply_pending(&mut self) {
+        if let Some(b) = self.pending_blitz() {
+            self.cubic.start_in_avoidance(b.cwnd);
+            self.blitzed = Some(Blitzed {
+                cwnd: self.cubic.cwnd(),
+                ..b
+            });
+        }
+    }
+
+    /// (cwnd, in slow start) as the next datagram will see them.
+    fn effective(&self) -> (u64, bool) {
+        match self.pending_blitz() {
+            Some(b) => (b.cwnd.max(MIN_WINDOW_SEGMENTS * self.cubic.mss()), false),
+            None => (self.cubic.cwnd(), self.cubic.in_slow_start()),
+        }
+    }
+
+    pub fn cwnd(&self) -> u64 {
+        self.effective().0
+    }
+
+    /// `None` while in the initial slow start.
+    pub fn ssthresh(&self) -> Option<u64> {
+        if self.pending_blitz().is_some() {
+            return Some(self.cwnd());
+        }
+        Some(self.cubic.ssthresh()).filter(|&s| s != u64::MAX)
+    }
+
+    pub fn initial_window_bytes(&self) -> u64 {
+        self.initial_window
+    }
+
+    pub fn blitzed(&self) -> Option<Blitzed> {
+        self.blitzed.or_else(|| self.pending_blitz())
+    }
+
+    pub fn hystart_exit(&self) -> bool {
+        self.cubic.hystart_exit()
+    }
+
+    pub fn reductions(&self) -> u64 {
+        self.cubic.reductions()
+    }
+
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
+    /// `on_ack` with the smoothed RTT taken out of quinn's estimator.
+    pub fn ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, srtt: Duration) {
+        self.apply_pending();
+        // quinn updates its estimator after this callback, so the first handshake ack
+        // would still see the configured initial RTT there; the raw sample does not lag.
+        let sample = now.saturating_duration_since(sent);
+        self.min_rtt = Some(self.min_rtt.map_or(sample, |m| m.min(sample)));
+        self.batch_min_rtt = Some(self.batch_min_rtt.map_or(sample, |m| m.min(sample)));
+        self.srtt = srtt;
+        self.in_flight = self.in_flight.saturating_sub(bytes);
+        self.cubic.on_ack(now, sent, bytes, app_limited, self.srtt);
+    }
+}
+
+impl Controller for StartlabController {
+    fn on_sent(&mut self, _now: Instant, bytes: u64, last_packet_number: u64) {
+        self.apply_pending();
+        self.in_flight = self.in_flight.saturating_add(bytes);
+        self.cubic.on_sent(last_packet_number);
+    }
+
+    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, rtt: &RttEstimator) {
+        self.ack(now, sent, bytes, app_limited, rtt.get());
+    }
+
+    fn on_end_acks(&mut self, _now: Instant, in_flight: u64, _app_limited: bool, largest_acked: Option<u64>) {
+        self.in_flight = in_flight;
+        if let Some(sample) = self.batch_min_rtt.take() {
+            self.cubic.on_rtt_sample(sample);
+        }
+        self.cubic.on_end_acks(largest_acked);
+    }
+
+    fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64) {
+        self.apply_pending();
+        self.in_flight = self.in_flight.saturating_sub(lost_bytes);
+        self.cubic.on_congestion_event(now, sent, persistent);
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.cubic.set_mss(new_mtu as u64);
+    }
+
+    fn window(&self) -> u64 {
+        let (cwnd, slow_start) = self.effective();
+        pacing::reported_window(
+            cwnd,
+            self.in_flight,
+            self.cubic.mss(),
+            self.config.pacing.gain(slow_start),
+        )
+    }
+
+    fn metrics(&self) -> ControllerMetrics {
+        let mut m = ControllerMetrics::default();
+        m.congestion_window = self.cwnd();
+        m.ssthresh = self.ssthresh();
+        m
+    }
+
+    fn clone_box(&self) -> Box<dyn Controller> {
+        Box::new(self.clone())
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.initial_window
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// Builds one connection's controller; the server makes one factory per connection so
+/// that the controller shares that connection's hint slot.
+pub struct StartlabFactory {
+    pub config: ControllerConfig,
+    pub slot: Option<Arc<HintSlot>>,
+}
+
+impl ControllerFactory for StartlabFactory {
+    fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        Box::new(StartlabController::new(
+            self.config.clone(),
+            current_mtu as u64,
+            self.slot.clone(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u64 = 1472;
+
+    fn config(blitz: bool) -> ControllerConfig {
+        ControllerConfig {
+            initial_window: 32,
+            cubic: CubicParams {
+                hystart: false,
+                ..CubicParams::default()
+            },
+            pacing: Pacing::PAPER,
+            blitz,
+        }
+    }
+
+    fn handshake(c: &mut StartlabController, t0: Instant, rtt: Duration) {
+        // The server's handshake flight, acknowledged one RTT later. quinn flags these
+        // acks application-limited: the server had nothing more to send.
+        c.on_sent(t0, 3 * MSS, 1);
+        c.ack(t0 + rtt, t0, 3 * MSS, true, rtt);
+        c.on_end_acks(t0 + rtt, 0, false, Some(1));
+    }
+
+    #[test]
+    fn blitz_window_is_hint_times_rtt() {
+        // 50 Mbit/s × 50 ms = 312,500 bytes = 213 datagrams of 1472 (rounded up).
+        assert_eq!(blitz_window(50_000, Duration::from_millis(50), MSS), 213 * MSS);
+        // 8 Mbit/s × 90 ms = 90,000 bytes = 62 datagrams.
+        assert_eq!(blitz_window(8_000, Duration::from_millis(90), MSS), 62 * MSS);
+        // Never below two datagrams.
+        assert_eq!(blitz_window(1, Duration::from_millis(1), MSS), 2 * MSS);
+    }
+
+    #[test]
+    fn without_hint_it_is_the_iw32_baseline() {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(true), MSS, Some(slot));
+        handshake(&mut c, Instant::now(), Duration::from_millis(50));
+        assert_eq!(c.cwnd(), 32 * MSS);
+        assert_eq!(c.ssthresh(), None);
+        assert!(c.blitzed().is_none());
+        // Slow start: reported window scaled for half an RTT (×1.6 of quinn's 0.8 RTT).
+        assert_eq!(c.window(), (32.0 * MSS as f64 * 1.6) as u64);
+    }
+
+    #[test]
+    fn hint_sets_cwnd_and_ssthresh_before_the_first_data_packet() {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(true), MSS, Some(slot.clone()));
+        let t0 = Instant::now();
+        handshake(&mut c, t0, Duration::from_millis(50));
+        assert!(slot.offer(Hint { kbps: 50_000, tech: 2 }));
+        // No callback yet: window() already reflects the hint.
+        assert_eq!(c.cwnd(), 213 * MSS);
+        assert_eq!(c.ssthresh(), Some(213 * MSS));
+        // Congestion avoidance: paced over 0.75 RTT (×16/15 of quinn's 0.8 RTT).
+        assert_eq!(c.window(), (213.0 * MSS as f64 * (4.0 / 3.0) / 1.25) as u64);
+        c.on_sent(t0 + Duration::from_millis(51), 10 * MSS, 11);
+        let b = c.blitzed().unwrap();
+        assert_eq!(b.cwnd, 213 * MSS);
+        assert_eq!(b.rtt, Duration::from_millis(50));
+        assert_eq!(b.hint, Hint { kbps: 50_000, tech: 2 });
+        // A second hint is ignored.
+        assert!(!slot.offer(Hint { kbps: 1_000, tech: 0 }));
+        assert_eq!(c.cwnd(), 213 * MSS);
+    }
+
+    #[test]
+    fn hint_uses_the_minimum_handshake_rtt() {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(true), MSS, Some(slot.clone()));
+        let t0 = Instant::now();
+        c.on_sent(t0, MSS, 1);
+        c.on_sent(t0, MSS, 2);
+        c.ack(
+            t0 + Duration::from_millis(60),
+            t0,
+            MSS,
+            false,
+            Duration::from_millis(60),
+        );
+        c.ack(
+            t0 + Duration::from_millis(52),
+            t0 + Duration::from_millis(2),
+            MSS,
+            false,
+            Duration::from_millis(55),
+        );
+        slot.offer(Hint { kbps: 10_000, tech: 0 });
+        // 10 Mbit/s × 50 ms = 62,500 bytes = 43 datagrams.
+        assert_eq!(c.cwnd(), 43 * MSS);
+    }
+
+    #[test]
+    fn cubic_baseline_ignores_hints() {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(false), MSS, Some(slot.clone()));
+        handshake(&mut c, Instant::now(), Duration::from_millis(50));
+        slot.offer(Hint { kbps: 50_000, tech: 2 });
+        assert_eq!(c.cwnd(), 32 * MSS);
+    }
+
+    #[test]
+    fn loss_after_blitz_is_a_cubic_reduction() {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(true), MSS, Some(slot.clone()));
+        let t0 = Instant::now();
+        handshake(&mut c, t0, Duration::from_millis(50));
+        slot.offer(Hint { kbps: 50_000, tech: 2 });
+        let t1 = t0 + Duration::from_millis(51);
+        c.on_sent(t1, 100 * MSS, 111);
+        c.on_congestion_event(t1 + Duration::from_millis(60), t1, false, MSS);
+        assert_eq!(c.cwnd(), (213.0 * MSS as f64 * 0.7) as u64);
+        assert_eq!(c.ssthresh(), Some(c.cwnd()));
+        assert_eq!(c.reductions(), 1);
+    }
+
+    #[test]
+    fn the_reported_window_never_admits_more_than_cwnd() {
+        let mut c = StartlabController::new(config(false), MSS, None);
+        let t0 = Instant::now();
+        // Paper pacing inflates the report only while a whole batch fits below cwnd.
+        c.on_sent(t0, 23 * MSS, 23);
+        assert_eq!(c.window(), 32 * MSS + 1);
+        c.on_end_acks(t0, 10 * MSS, false, None);
+        assert!(c.window() > 32 * MSS + 1);
+    }
+}

@@ -1,0 +1,87 @@
+"""The QUIC server's first flight on a real path (root): the baseline's initial burst
+then paced data, and a Blitzstart flight of hint × RTT paced over ~0.75 RTT.
+
+Path: server — delay line (50 ms RTT) — tbf 50 Mbit/s — client, in namespaces of its own
+(hosts/quic/quic_net.py); tcpdump at the server's interface sees departure times before
+any queue. Expectations and what quinn's pacer changes are in hosts/quic/src/pacing.rs.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from hosts.quic.quic_net import (CLIENT_BIN, DELAYLINE_BIN, SERVER_BIN, SERVER_IP, PathSpec,
+                                 QuicNet, first_flight, read_udp_pcap)
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+
+RATE_BPS = 50e6
+RTT_MS = 50.0
+DATAGRAM = 1472
+
+
+@pytest.fixture
+def path():
+    missing = [str(b) for b in (SERVER_BIN, CLIENT_BIN, DELAYLINE_BIN) if not b.exists()]
+    if missing:
+        pytest.skip(f"not built: {', '.join(missing)} (cargo build --release)")
+    if shutil.which("tcpdump") is None:
+        pytest.skip("tcpdump is not installed")
+    with QuicNet(PathSpec(tag="t", rate_bps=RATE_BPS, rtt_ms=RTT_MS, limit_bytes=208 * 1514)) as net:
+        yield net
+
+
+def run_one(net: QuicNet, name: str, server_args: list[str], client_args: list[str]) -> tuple[dict, dict, dict]:
+    stats = net.workdir / f"{name}.jsonl"
+    stats.unlink(missing_ok=True)
+    pcap = net.workdir / f"{name}.pcap"
+    server = net.start_server(server_args, stats, net.workdir / f"{name}.log")
+    capture = net.start_capture(net.ns_server, net.if_s0, pcap)
+    try:
+        result = net.fetch("2MB", [*client_args, "--verify"])
+    finally:
+        net.stop_capture(capture)
+        net.stop(server)
+    line = json.loads(stats.read_text().splitlines()[-1])
+    flight = first_flight(read_udp_pcap(pcap), SERVER_IP, DATAGRAM, line["handshake_rtt_ms"] / 1e3)
+    print(name, json.dumps({k: v for k, v in flight.items() if k != "times_ms"}))
+    return result, line, flight
+
+
+def test_baseline_bursts_ten_then_paces(path):
+    result, line, flight = run_one(path, "cubic-iw32", ["--cc", "cubic-iw32"], [])
+    assert result["ok"] and result["bytes"] == 2_000_000
+    assert line["cwnd_start_bytes"] == 32 * DATAGRAM and not line["hint_applied"]
+    rtt = line["handshake_rtt_ms"]
+    assert RTT_MS <= rtt < RTT_MS + 5
+    # IW32: 32 datagrams' worth in flight, one of them the small HANDSHAKE_DONE packet.
+    assert 31 <= flight["datagrams"] <= 32
+    # The first ten back to back (quinn adds a refill of the bucket: 17 here, see pacing.rs).
+    assert 10 <= flight["initial_burst"] <= 20
+    assert flight["initial_burst_span_us"] < 1000
+    # The rest paced: released later within the first RTT, not in one burst.
+    assert len(flight["release_ms"]) >= 3
+    assert 0.25 * rtt <= flight["span_ms"] <= 0.65 * rtt
+    assert flight["first_ack_ms"] >= 0.95 * RTT_MS
+
+
+def test_blitz_first_flight_is_hint_times_rtt(path):
+    hint_kbps = int(RATE_BPS / 1e3)
+    result, line, flight = run_one(path, "blitz", ["--cc", "blitz"], ["--hint-kbps", str(hint_kbps), "--tech", "dsl"])
+    assert result["ok"] and result["bytes"] == 2_000_000
+    assert line["hint_applied"] and line["hint_kbps"] == hint_kbps and line["hint_tech"] == "dsl"
+    rtt = line["blitz_rtt_ms"]
+    bdp = hint_kbps * 1e3 / 8 * rtt / 1e3
+    assert 0 <= line["cwnd_start_bytes"] - bdp < DATAGRAM      # rounded up to whole datagrams
+    assert line["ssthresh_start_bytes"] == line["cwnd_start_bytes"]
+    # The whole window leaves in the first RTT: hint × RTT, less the small first packet.
+    assert abs(flight["bytes"] - bdp) <= 2 * DATAGRAM, (flight["bytes"], bdp)
+    assert 10 <= flight["initial_burst"] <= 20
+    # Paced over about 0.75 RTT (the initial burst is a head start of ~7 datagrams).
+    assert 0.6 * rtt <= flight["span_ms"] <= 0.8 * rtt, flight["span_ms"]
+    # Bursts of the bucket size at a steady rate: no gap much longer than the mean.
+    releases = flight["release_ms"]
+    gaps = [b - a for a, b in zip(releases, releases[1:])]
+    assert max(gaps) < 3 * (releases[-1] / len(gaps)), gaps
