@@ -29,11 +29,19 @@ def request(sock: socket.socket, host: str, path: str) -> None:
     sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: keep-alive\r\n\r\n".encode())
 
 
-def read_response(sock: socket.socket, buf: bytearray, deadline: float | None) -> dict:
-    """Read one response (Content-Length framed); times of the first and last body byte."""
+def read_response(sock: socket.socket, buf: bytearray, deadline: float | None, stop: list | None = None) -> dict:
+    """Read one response (Content-Length framed); times of the first and last body byte.
+
+    A bulk body is read until `deadline` or until `stop` is set (SIGTERM); the socket then
+    has a short timeout so that either is noticed while the transfer is still under way."""
     first = None
     while b"\r\n\r\n" not in buf:
-        chunk = sock.recv(65536)
+        if stop:
+            raise ConnectionError("stopped before a response header")
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
         if not chunk:
             raise ConnectionError("the server closed before a response header")
         buf += chunk
@@ -48,9 +56,12 @@ def read_response(sock: socket.socket, buf: bytearray, deadline: float | None) -
         first = time.time()
     del buf[:]
     while got < length:
-        if deadline is not None and time.time() >= deadline:
+        if (deadline is not None and time.time() >= deadline) or stop:
             break
-        chunk = sock.recv(1 << 20)
+        try:
+            chunk = sock.recv(1 << 20)
+        except socket.timeout:
+            continue
         if not chunk:
             raise ConnectionError(f"the server closed after {got} of {length} body bytes")
         if first is None:
@@ -85,6 +96,8 @@ def main(argv: list[str]) -> int:
             sock.setsockopt(socket.IPPROTO_TCP, TCP_WINDOW_CLAMP, args.clamp)
         result["connect"] = time.time()
         sock.connect((args.server, args.port))
+        if args.bulk:
+            sock.settimeout(0.2)
         result["local_port"] = sock.getsockname()[1]
         buf = bytearray()
         for path, pause in zip(args.path, pauses):
@@ -95,7 +108,7 @@ def main(argv: list[str]) -> int:
             sent = time.time()
             request(sock, args.server, path)
             deadline = sent + args.duration_s if args.bulk and args.duration_s else None
-            got = read_response(sock, buf, deadline)
+            got = read_response(sock, buf, deadline, stop if args.bulk else None)
             result["requests"].append({"path": path, "sent": sent, **got})
             print(f"response {len(result['requests'])} done", flush=True)   # progress for the workload
         end = time.time() + args.linger

@@ -78,7 +78,7 @@ class Bursty(Workload):
         for i, server in ((1, sv1), (2, sv2))[:2 if p["bulk"] else 1]:
             _mkdir(session.workdir / f"sv{i}")
             session.adopt(f"lighttpd sv{i}", Lighttpd(server, n.server_ip(i), www, session.workdir / f"sv{i}",
-                                                       session.instance))
+                                                       session.instance, extra=keep_alive(p)))
         session.capture_standard()
         session.flow("bursty", sv1, cl1, HTTP_PORT, 2 * p["burst_bytes"])
         if p["bulk"]:
@@ -146,7 +146,7 @@ class Bursty(Workload):
         for i, server in ((1, sv1), (2, sv2)):
             _mkdir(session.workdir / f"sv{i}")
             session.adopt(f"lighttpd sv{i}", Lighttpd(server, n.server_ip(i), www, session.workdir / f"sv{i}",
-                                                       session.instance))
+                                                       session.instance, extra=keep_alive(p)))
         session.capture_standard()
         session.flow("crowd", sv1, mine[0], HTTP_PORT, p["burst_bytes"])
         session.flow("others", sv2, others[0], HTTP_PORT, p["burst_bytes"])
@@ -189,6 +189,13 @@ class Bursty(Workload):
                   "fetches": fetches, "rtt_s": session.profile.rtt_s, "rate_bps": session.profile.rate_bps("down"),
                   "variant_server_ip": n.server_ip(1), "other_server_ip": n.server_ip(2)},
             app={})
+
+
+
+def keep_alive(p: dict) -> tuple[str, ...]:
+    """lighttpd closes a keep-alive connection idle for 5 s by default; the P-HTTP
+    connection must outlive the pause, or the second burst finds it closed."""
+    return (f"server.max-keep-alive-idle = {int(max(p['pause_s'], p['warmup_s'])) + 60}",)
 
 
 def _mkdir(path: Path) -> None:
