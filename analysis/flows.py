@@ -8,10 +8,11 @@ A flow is one direction of one connection: (connection index, direction).
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.packets import Connections, Packets
+from analysis.packets import Connections, Datagrams, Packets
 
 
 def by_server_port(conns: Connections, port: int) -> np.ndarray:
@@ -105,6 +106,42 @@ def segments_missing(
     u_out, n_out = np.unique(keys(after, conn_after, dir_after), return_counts=True)
     _, i_in, i_out = np.intersect1d(u_in, u_out, assume_unique=True, return_indices=True)
     return int(n_in.sum() - np.minimum(n_in[i_in], n_out[i_out]).sum())
+
+
+# One direction of a UDP conversation: (src, dst, sport, dport), addresses as integers.
+FourTuple = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class DatagramLoss:
+    """The datagrams of one 4-tuple seen before a queue, and those of them missing after it."""
+
+    sent: int
+    lost: np.ndarray  # indices into the "before" datagrams, in capture order
+
+    @property
+    def count(self) -> int:
+        return len(self.lost)
+
+
+def datagrams_lost(before: Datagrams, after: Datagrams) -> dict[FourTuple, DatagramLoss]:
+    """Per 4-tuple of `before`, the datagrams whose hash never appears at `after` (e.g.
+    dropped by the queue between the two capture points).
+
+    The UDP counterpart of segments_missing, for QUIC, whose headers are encrypted:
+    the hash identifies a datagram by what no hop rewrites, and QUIC's packet number
+    makes it unique, so set membership suffices. Every 4-tuple of `before` is a key,
+    with an empty `lost` when nothing was lost.
+    """
+    tuples = np.stack([np.asarray(before[c], dtype=np.uint64) for c in ("src", "dst", "sport", "dport")], axis=1)
+    keys, group = np.unique(tuples, axis=0, return_inverse=True)
+    group = group.reshape(-1)  # numpy 2.0.0 returns it two-dimensional when axis is given
+    sent = np.bincount(group, minlength=len(keys))
+    lost = np.flatnonzero(~np.isin(before["hash"], after["hash"]))
+    return {
+        (int(k[0]), int(k[1]), int(k[2]), int(k[3])): DatagramLoss(int(sent[g]), lost[group[lost] == g])
+        for g, k in enumerate(keys)
+    }
 
 
 def rolling_mbps(ts: np.ndarray, nbytes: np.ndarray, window_s: float, at: np.ndarray) -> np.ndarray:

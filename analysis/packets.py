@@ -1,9 +1,10 @@
 """Packet captures as columnar arrays.
 
-The per-packet work (parsing, connection tracking, retransmission detection) is
-done by the native extractor `startlab-pcapcols`, which writes one .npy file per
-column; this module runs it, caches its output next to the capture and loads the
-arrays. It is the only Python code that knows the on-disk column format.
+The per-packet work (parsing, connection tracking, retransmission detection, UDP
+datagram hashing) is done by the native extractor `startlab-pcapcols`, which writes
+one .npy file per column; this module runs it, caches its output next to the
+capture and loads the arrays. It is the only Python code that knows the on-disk
+column format.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ import numpy as np
 
 from machine.errors import UserError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 REPO = Path(__file__).resolve().parent.parent
 EXTRACTOR = REPO / "target" / "release" / "startlab-pcapcols"
 
 PACKET_COLUMNS = (
     "ts", "src", "dst", "sport", "dport", "seq", "ack", "flags", "win",
-    "payload", "ipid", "conn", "dir", "retx", "newbytes",
+    "payload", "ipid", "conn", "dir", "retx", "newbytes", "tos",
 )
+# Per-datagram columns of the UDP table, stored as udp_<name>.npy.
+DATAGRAM_COLUMNS = ("ts", "src", "dst", "sport", "dport", "ulen", "tos", "qlong", "hash")
 # Per-connection columns; "_0"/"_1" are the directions (0 = from the initiator).
 CONN_COLUMNS = ("src", "dst", "sport", "dport", "first_ts", "last_ts", "syn_ts")
 CONN_DIR_COLUMNS = ("pkts", "data_pkts", "total_bytes", "unique_bytes", "retx_pkts")
@@ -41,11 +44,33 @@ class Packets:
     Columns: ts (s), src, dst, sport, dport, seq, ack, flags, win, payload (TCP
     payload length from the IP header), ipid, conn (index into Connections), dir
     (0 = sent by the connection's initiator), retx (1 = data segment covering bytes
-    already sent in that direction) and newbytes (payload bytes seen for the first time).
+    already sent in that direction), newbytes (payload bytes seen for the first time)
+    and tos (the IP TOS byte: DSCP and ECN).
     """
 
     columns: dict[str, np.ndarray]
     meta: dict
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def __len__(self) -> int:
+        return len(self.columns["ts"])
+
+
+@dataclass(frozen=True)
+class Datagrams:
+    """Per-datagram arrays of every IPv4 UDP datagram of a capture, in capture order.
+
+    Columns: ts (s), src, dst, sport, dport, ulen (the UDP length field, header
+    included: the true size even under a short snap length), tos (IP TOS byte), qlong
+    (1 = QUIC long header: bit 0x80 of the first payload byte) and hash (uint64 over
+    addresses, ports, UDP length and the first 32 payload bytes). The hash leaves out
+    what a router rewrites (TTL, IP ID, ECN, checksums), so the same datagram has the
+    same hash at every capture point, and QUIC's packet number makes it unique.
+    """
+
+    columns: dict[str, np.ndarray]
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
@@ -77,6 +102,7 @@ class Capture:
     path: Path
     packets: Packets
     conns: Connections
+    datagrams: Datagrams
 
 
 def cache_dir(pcap: Path) -> Path:
@@ -128,7 +154,7 @@ def extract(pcap: Path, extractor: Path = EXTRACTOR) -> Path:
 
 
 def load(pcap: Path) -> Capture:
-    """The packets and connections of a capture (extracting it if needed)."""
+    """The TCP packets, TCP connections and UDP datagrams of a capture (extracting it if needed)."""
     cols = extract(Path(pcap))
     meta = json.loads((cols / "meta.json").read_text())
     # Memory-mapped and read-only: a metric touches a few columns, and only those
@@ -139,4 +165,5 @@ def load(pcap: Path) -> Capture:
         conns[name] = np.stack(
             [np.load(cols / f"conns_{name}_{d}.npy") for d in (0, 1)], axis=1
         ).reshape(-1, 2)
-    return Capture(Path(pcap), Packets(packets, meta), Connections(conns))
+    datagrams = {name: np.load(cols / f"udp_{name}.npy", mmap_mode="r") for name in DATAGRAM_COLUMNS}
+    return Capture(Path(pcap), Packets(packets, meta), Connections(conns), Datagrams(datagrams))

@@ -1,7 +1,7 @@
 """Synthetic packet captures with known answers, for the analysis tests and benchmark.
 
-Writes classic pcap files of Ethernet/IPv4/TCP frames whose IP total length counts
-the full payload while only the first `snaplen` bytes are stored — exactly what
+Writes classic pcap files of Ethernet/IPv4/TCP (and UDP) frames whose IP total length
+counts the full payload while only the first `snaplen` bytes are stored — exactly what
 tcpdump -s 128 produces on a link with offloads off. `DumbbellCaptures` places
 packets at the three capture points of a run (client, before and after the
 bottleneck queue), so a test chooses which segments the queue drops and knows
@@ -40,6 +40,26 @@ class Packet:
     win: int = 65535
 
 
+@dataclass(frozen=True)
+class Datagram:
+    """One UDP datagram of `length` payload bytes, starting with `data` (zeros after it).
+
+    ttl, ipid and tos are what a router may rewrite; a QUIC-like `data` (header byte,
+    connection ID, packet number) makes the first payload bytes unique per datagram.
+    """
+
+    ts: float
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    length: int
+    data: bytes = b""
+    ipid: int = 0
+    ttl: int = 64
+    tos: int = 0
+
+
 @functools.lru_cache(maxsize=None)
 def _ip(addr: str) -> bytes:
     return ipaddress.IPv4Address(addr).packed
@@ -65,7 +85,17 @@ def ipv4_tcp(p: Packet) -> bytes:
     return ip + tcp + bytes(p.payload)
 
 
-def frame(p: Packet, linktype: int = LINKTYPE_ETHERNET) -> bytes:
+def ipv4_udp(d: Datagram) -> bytes:
+    """IPv4 + UDP headers plus payload, with checksums that change with TTL and IP ID as real ones do."""
+    payload = d.data[: d.length] + bytes(max(0, d.length - len(d.data)))
+    udp = struct.pack("!HHHH", d.sport, d.dport, 8 + d.length, (d.ipid * 31 + 7) & 0xFFFF) + payload
+    check = (d.ttl * 257 + d.ipid + d.tos) & 0xFFFF
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, d.tos, 28 + d.length, d.ipid & 0xFFFF, 0x4000, d.ttl, 17, check,
+                     _ip(d.src), _ip(d.dst))
+    return ip + udp
+
+
+def frame(p: Packet | Datagram, linktype: int = LINKTYPE_ETHERNET) -> bytes:
     """The whole frame on the wire (before snapping)."""
     if linktype == LINKTYPE_ETHERNET:
         head = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
@@ -73,7 +103,7 @@ def frame(p: Packet, linktype: int = LINKTYPE_ETHERNET) -> bytes:
         head = struct.pack("!HHH8sH", 0, 1, 6, b"\x02\x00\x00\x00\x00\x01\x00\x00", 0x0800)
     else:
         raise ValueError(f"pcapcraft cannot frame link type {linktype}")
-    return head + ipv4_tcp(p)
+    return head + (ipv4_udp(p) if isinstance(p, Datagram) else ipv4_tcp(p))
 
 
 class PcapWriter:
@@ -102,11 +132,11 @@ class PcapWriter:
         wire = len(data) if orig_len is None else orig_len
         self.out.write(struct.pack(self.order + "IIII", sec, frac, len(cap), wire) + cap)
 
-    def packet(self, p: Packet) -> None:
+    def packet(self, p: Packet | Datagram) -> None:
         self.record(p.ts, frame(p, self.linktype))
 
 
-def write_pcap(path: Path, packets: Iterable[Packet], **options: object) -> None:
+def write_pcap(path: Path, packets: Iterable[Packet | Datagram], **options: object) -> None:
     """Writes packets in time order (a capture is always time ordered)."""
     with open(path, "wb") as f:
         w = PcapWriter(f, **options)  # type: ignore[arg-type]

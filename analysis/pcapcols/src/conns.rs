@@ -162,7 +162,7 @@ mod tests {
     use super::*;
 
     fn pkt(src: u32, sport: u16, dst: u32, dport: u16, flags: u8, seq: u32, payload: u32) -> TcpPacket {
-        TcpPacket { src, dst, sport, dport, seq, ack: 0, flags, win: 0, payload, ipid: 0 }
+        TcpPacket { src, dst, sport, dport, seq, ack: 0, flags, win: 0, payload, ipid: 0, tos: 0 }
     }
 
     #[test]

@@ -1,5 +1,8 @@
-//! Link-layer, IPv4 and TCP header decoding. Only the header fields analysis needs;
-//! payload length comes from the IP total length because captures are snapped.
+//! Link-layer, IPv4, TCP and UDP header decoding. Only the header fields analysis
+//! needs; sizes come from the IP total length and the UDP length because captures
+//! are snapped.
+
+use crate::udp::{self, UdpDatagram};
 
 pub const LINKTYPE_ETHERNET: u32 = 1;
 pub const LINKTYPE_RAW: u32 = 101;
@@ -35,6 +38,14 @@ pub struct TcpPacket {
     pub win: u16,
     pub payload: u32,
     pub ipid: u16,
+    pub tos: u8,
+}
+
+/// What a frame decoded to: a TCP packet or a UDP datagram, each with its own table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoded {
+    Tcp(TcpPacket),
+    Udp(UdpDatagram),
 }
 
 /// Why a frame did not yield a TCP packet; counted separately in meta.json.
@@ -44,6 +55,8 @@ pub enum Skip {
     NotTcp,
     /// IPv4/TCP but the snap length cut the headers, or the lengths are inconsistent.
     Short,
+    /// IPv4/UDP (so also not TCP) whose UDP header was cut or has an impossible length.
+    UdpShort,
 }
 
 fn be16(b: &[u8], i: usize) -> u16 {
@@ -90,8 +103,8 @@ fn ipv4_offset(linktype: u32, f: &[u8]) -> Result<usize, Skip> {
     Ok(off)
 }
 
-/// Decodes one frame into TCP header fields.
-pub fn decode(linktype: u32, frame: &[u8]) -> Result<TcpPacket, Skip> {
+/// Decodes one frame into TCP or UDP header fields.
+pub fn decode(linktype: u32, frame: &[u8]) -> Result<Decoded, Skip> {
     let ip = ipv4_offset(linktype, frame)?;
     let f = &frame[ip..];
     if f.is_empty() {
@@ -103,14 +116,20 @@ pub fn decode(linktype: u32, frame: &[u8]) -> Result<TcpPacket, Skip> {
     if f.len() < 20 {
         return Err(Skip::Short);
     }
-    if f[9] != 6 {
+    if f[9] != 6 && f[9] != 17 {
         return Err(Skip::NotTcp);
     }
     if be16(f, 6) & 0x1fff != 0 {
-        return Err(Skip::NotTcp); // non-first fragment: no TCP header
+        return Err(Skip::NotTcp); // non-first fragment: no TCP or UDP header
     }
     let ihl = ((f[0] & 0x0f) as usize) * 4;
     let total = be16(f, 2) as usize;
+    if f[9] == 17 {
+        if ihl < 20 {
+            return Err(Skip::UdpShort);
+        }
+        return udp::parse(f, ihl, total).map(Decoded::Udp).ok_or(Skip::UdpShort);
+    }
     if ihl < 20 || f.len() < ihl + 20 {
         return Err(Skip::Short);
     }
@@ -119,7 +138,7 @@ pub fn decode(linktype: u32, frame: &[u8]) -> Result<TcpPacket, Skip> {
     if doff < 20 || total < ihl + doff {
         return Err(Skip::Short);
     }
-    Ok(TcpPacket {
+    Ok(Decoded::Tcp(TcpPacket {
         src: be32(f, 12),
         dst: be32(f, 16),
         sport: be16(t, 0),
@@ -130,7 +149,8 @@ pub fn decode(linktype: u32, frame: &[u8]) -> Result<TcpPacket, Skip> {
         win: be16(t, 14),
         payload: (total - ihl - doff) as u32,
         ipid: be16(f, 4),
-    })
+        tos: f[1],
+    }))
 }
 
 #[cfg(test)]
@@ -140,6 +160,7 @@ mod tests {
     fn ipv4_tcp(total: u16, payload_fill: usize) -> Vec<u8> {
         let mut p = vec![0u8; 40 + payload_fill];
         p[0] = 0x45;
+        p[1] = 0x04;
         p[2..4].copy_from_slice(&total.to_be_bytes());
         p[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
         p[9] = 6;
@@ -153,15 +174,63 @@ mod tests {
         p
     }
 
+    /// An IPv4/UDP packet as sent: `payload` real payload bytes whose first byte is
+    /// `first` and the rest count up, so every prefix is distinct.
+    fn ipv4_udp(payload: usize, first: u8, ttl: u8, ipid: u16, tos: u8) -> Vec<u8> {
+        let total = 28 + payload;
+        let mut p = vec![0u8; total];
+        p[0] = 0x45;
+        p[1] = tos;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[4..6].copy_from_slice(&ipid.to_be_bytes());
+        p[8] = ttl;
+        p[9] = 17;
+        p[10..12].copy_from_slice(&(ttl as u16 * 7 + ipid).to_be_bytes()); // stands in for a checksum
+        p[12..16].copy_from_slice(&[10, 78, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 78, 0, 2]);
+        p[20..22].copy_from_slice(&4433u16.to_be_bytes());
+        p[22..24].copy_from_slice(&50000u16.to_be_bytes());
+        p[24..26].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
+        p[26..28].copy_from_slice(&(ipid ^ 0x5555).to_be_bytes());
+        for (i, b) in p[28..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        if payload > 0 {
+            p[28] = first;
+        }
+        p
+    }
+
+    fn ethernet(ip: &[u8]) -> Vec<u8> {
+        let mut f = vec![2u8; 12];
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend_from_slice(ip);
+        f
+    }
+
+    fn tcp(d: Result<Decoded, Skip>) -> TcpPacket {
+        match d {
+            Ok(Decoded::Tcp(p)) => p,
+            other => panic!("not TCP: {:?}", other),
+        }
+    }
+
+    fn udp(d: Result<Decoded, Skip>) -> UdpDatagram {
+        match d {
+            Ok(Decoded::Udp(u)) => u,
+            other => panic!("not UDP: {:?}", other),
+        }
+    }
+
     #[test]
     fn ethernet_with_vlan_and_snapped_payload() {
         let mut f = vec![0u8; 12];
         f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05, 0x08, 0x00]);
         f.extend(ipv4_tcp(1500, 10)); // snapped: only 10 of 1460 payload bytes captured
-        let p = decode(LINKTYPE_ETHERNET, &f).unwrap();
+        let p = tcp(decode(LINKTYPE_ETHERNET, &f));
         assert_eq!(p.payload, 1460);
         assert_eq!(p.seq, 0xfffffff0);
-        assert_eq!((p.sport, p.dport, p.ipid, p.flags), (80, 40000, 0x1234, 0x18));
+        assert_eq!((p.sport, p.dport, p.ipid, p.flags, p.tos), (80, 40000, 0x1234, 0x18, 0x04));
         assert_eq!(p.src, 0x0a000001);
     }
 
@@ -170,11 +239,67 @@ mod tests {
         let mut sll = vec![0u8; 14];
         sll.extend_from_slice(&[0x08, 0x00]);
         sll.extend(ipv4_tcp(40, 0));
-        assert_eq!(decode(LINKTYPE_LINUX_SLL, &sll).unwrap().payload, 0);
+        assert_eq!(tcp(decode(LINKTYPE_LINUX_SLL, &sll)).payload, 0);
         let mut sll2 = vec![0x08, 0x00];
         sll2.extend_from_slice(&[0u8; 18]);
         sll2.extend(ipv4_tcp(140, 0));
-        assert_eq!(decode(LINKTYPE_LINUX_SLL2, &sll2).unwrap().payload, 100);
+        assert_eq!(tcp(decode(LINKTYPE_LINUX_SLL2, &sll2)).payload, 100);
+    }
+
+    #[test]
+    fn udp_fields_and_quic_header_form() {
+        let u = udp(decode(LINKTYPE_ETHERNET, &ethernet(&ipv4_udp(40, 0xc3, 64, 1, 0x02))));
+        assert_eq!((u.src, u.dst, u.sport, u.dport), (0x0a4e0001, 0x0a4e0002, 4433, 50000));
+        assert_eq!((u.ulen, u.tos, u.qlong), (48, 0x02, 1));
+        let short_header = udp(decode(LINKTYPE_RAW, &ipv4_udp(40, 0x43, 64, 1, 0)));
+        assert_eq!(short_header.qlong, 0);
+        let empty = udp(decode(LINKTYPE_RAW, &ipv4_udp(0, 0, 64, 1, 0)));
+        assert_eq!((empty.ulen, empty.qlong), (8, 0));
+    }
+
+    #[test]
+    fn udp_truncated_by_a_128_byte_snap_keeps_its_size_and_hash() {
+        let frame = ethernet(&ipv4_udp(1252, 0xc0, 64, 7, 0));
+        let whole = udp(decode(LINKTYPE_ETHERNET, &frame));
+        let snapped = udp(decode(LINKTYPE_ETHERNET, &frame[..128]));
+        assert_eq!(snapped.ulen, 1260);
+        assert_eq!(snapped, whole); // 86 payload bytes captured: the hashed 32 are all there
+        // Snapped inside the hashed bytes: still a datagram, but a different prefix.
+        let deep = udp(decode(LINKTYPE_ETHERNET, &frame[..14 + 28 + 10]));
+        assert_eq!(deep.ulen, 1260);
+        assert_ne!(deep.hash, whole.hash);
+    }
+
+    #[test]
+    fn udp_hash_ignores_what_a_router_rewrites() {
+        let sent = udp(decode(LINKTYPE_RAW, &ipv4_udp(1200, 0x40, 64, 1, 0x00)));
+        // Next hop: TTL, IP ID, ECN bits, IP and UDP checksums changed.
+        let routed = udp(decode(LINKTYPE_RAW, &ipv4_udp(1200, 0x40, 63, 99, 0x03)));
+        assert_eq!(sent.hash, routed.hash);
+        assert_eq!(routed.tos, 0x03);
+        let other = udp(decode(LINKTYPE_RAW, &ipv4_udp(1200, 0x41, 64, 1, 0x00)));
+        assert_ne!(sent.hash, other.hash); // e.g. the next packet number
+    }
+
+    #[test]
+    fn udp_hash_ignores_ethernet_padding() {
+        let ip = ipv4_udp(4, 0x40, 64, 1, 0);
+        let mut padded = ethernet(&ip);
+        padded.resize(60, 0xee);
+        assert_eq!(udp(decode(LINKTYPE_ETHERNET, &padded)), udp(decode(LINKTYPE_RAW, &ip)));
+    }
+
+    #[test]
+    fn udp_skips() {
+        let ip = ipv4_udp(40, 0x40, 64, 1, 0);
+        assert_eq!(decode(LINKTYPE_RAW, &ip[..26]), Err(Skip::UdpShort)); // header cut
+        let mut bad = ip.clone();
+        bad[24..26].copy_from_slice(&4u16.to_be_bytes()); // length below the header's
+        assert_eq!(decode(LINKTYPE_RAW, &bad), Err(Skip::UdpShort));
+        let mut frag = ip.clone();
+        frag[6..8].copy_from_slice(&0x00b9u16.to_be_bytes()); // non-first fragment
+        assert_eq!(decode(LINKTYPE_RAW, &frag), Err(Skip::NotTcp));
+        assert_eq!(decode(LINKTYPE_RAW, &ip[..19]), Err(Skip::Short)); // IP header cut
     }
 
     #[test]
@@ -183,9 +308,9 @@ mod tests {
         arp.extend_from_slice(&[0x08, 0x06]);
         arp.extend_from_slice(&[0u8; 28]);
         assert_eq!(decode(LINKTYPE_ETHERNET, &arp), Err(Skip::NotTcp));
-        let mut udp = ipv4_tcp(40, 0);
-        udp[9] = 17;
-        assert_eq!(decode(LINKTYPE_RAW, &udp), Err(Skip::NotTcp));
+        let mut icmp = ipv4_tcp(40, 0);
+        icmp[9] = 1;
+        assert_eq!(decode(LINKTYPE_RAW, &icmp), Err(Skip::NotTcp));
         let cut = ipv4_tcp(40, 0);
         assert_eq!(decode(LINKTYPE_RAW, &cut[..30]), Err(Skip::Short));
         let bad_len = ipv4_tcp(30, 0); // total length smaller than the headers

@@ -1,9 +1,11 @@
-//! One pass over a capture: per-packet columns, the connection table and counts.
+//! One pass over a capture: per-packet TCP columns, per-datagram UDP columns, the
+//! connection table and counts.
 
 use crate::conns::{Tracked, Tracker};
-use crate::decode::{check_linktype, decode, Skip, TcpPacket};
+use crate::decode::{check_linktype, decode, Decoded, Skip, TcpPacket};
 use crate::npy::ColumnWriter;
 use crate::pcap::{End, PcapHeader, PcapReader};
+use crate::udp::UdpDatagram;
 use std::fs;
 use std::path::Path;
 
@@ -24,6 +26,7 @@ pub struct Columns {
     dir: ColumnWriter<u8>,
     retx: ColumnWriter<u8>,
     newbytes: ColumnWriter<u32>,
+    tos: ColumnWriter<u8>,
 }
 
 impl Columns {
@@ -45,6 +48,7 @@ impl Columns {
             dir: ColumnWriter::create(&f("dir"))?,
             retx: ColumnWriter::create(&f("retx"))?,
             newbytes: ColumnWriter::create(&f("newbytes"))?,
+            tos: ColumnWriter::create(&f("tos"))?,
         })
     }
 
@@ -63,7 +67,8 @@ impl Columns {
         self.conn.push(t.conn)?;
         self.dir.push(t.dir)?;
         self.retx.push(t.retx as u8)?;
-        self.newbytes.push(t.new_bytes)
+        self.newbytes.push(t.new_bytes)?;
+        self.tos.push(p.tos)
     }
 
     fn finish(self) -> Result<(), String> {
@@ -81,11 +86,69 @@ impl Columns {
         self.conn.finish()?;
         self.dir.finish()?;
         self.retx.finish()?;
-        self.newbytes.finish()
+        self.newbytes.finish()?;
+        self.tos.finish()
+    }
+}
+
+/// Per-datagram column files (`udp_*.npy`), one entry per IPv4 UDP datagram, in
+/// capture order: a table of its own, because UDP has no sequence space to track.
+pub struct UdpColumns {
+    ts: ColumnWriter<f64>,
+    src: ColumnWriter<u32>,
+    dst: ColumnWriter<u32>,
+    sport: ColumnWriter<u16>,
+    dport: ColumnWriter<u16>,
+    ulen: ColumnWriter<u16>,
+    tos: ColumnWriter<u8>,
+    qlong: ColumnWriter<u8>,
+    hash: ColumnWriter<u64>,
+}
+
+impl UdpColumns {
+    fn create(dir: &Path) -> Result<UdpColumns, String> {
+        let f = |name: &str| dir.join(format!("udp_{}.npy", name));
+        Ok(UdpColumns {
+            ts: ColumnWriter::create(&f("ts"))?,
+            src: ColumnWriter::create(&f("src"))?,
+            dst: ColumnWriter::create(&f("dst"))?,
+            sport: ColumnWriter::create(&f("sport"))?,
+            dport: ColumnWriter::create(&f("dport"))?,
+            ulen: ColumnWriter::create(&f("ulen"))?,
+            tos: ColumnWriter::create(&f("tos"))?,
+            qlong: ColumnWriter::create(&f("qlong"))?,
+            hash: ColumnWriter::create(&f("hash"))?,
+        })
+    }
+
+    fn push(&mut self, ts: f64, u: &UdpDatagram) -> Result<(), String> {
+        self.ts.push(ts)?;
+        self.src.push(u.src)?;
+        self.dst.push(u.dst)?;
+        self.sport.push(u.sport)?;
+        self.dport.push(u.dport)?;
+        self.ulen.push(u.ulen)?;
+        self.tos.push(u.tos)?;
+        self.qlong.push(u.qlong)?;
+        self.hash.push(u.hash)
+    }
+
+    fn finish(self) -> Result<(), String> {
+        self.ts.finish()?;
+        self.src.finish()?;
+        self.dst.finish()?;
+        self.sport.finish()?;
+        self.dport.finish()?;
+        self.ulen.finish()?;
+        self.tos.finish()?;
+        self.qlong.finish()?;
+        self.hash.finish()
     }
 }
 
 /// Counts for meta.json: how much of the capture became columns and why not the rest.
+/// `skipped_not_tcp` counts every record outside the TCP table, UDP included, so it
+/// keeps the meaning it had before the UDP table existed.
 #[derive(Debug, Default)]
 pub struct Counts {
     pub records: u64,
@@ -93,6 +156,8 @@ pub struct Counts {
     pub skipped_not_tcp: u64,
     pub skipped_short: u64,
     pub truncated_records: u64,
+    pub udp_datagrams: u64,
+    pub skipped_udp_short: u64,
 }
 
 pub struct Extraction {
@@ -108,6 +173,7 @@ pub fn extract(path: &Path, out: &Path) -> Result<Extraction, String> {
     check_linktype(header.linktype)?;
     fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {}", out.display(), e))?;
     let mut cols = Columns::create(out)?;
+    let mut udp_cols = UdpColumns::create(out)?;
     let mut tracker = Tracker::default();
     let mut counts = Counts::default();
     loop {
@@ -121,7 +187,18 @@ pub fn extract(path: &Path, out: &Path) -> Result<Extraction, String> {
         };
         counts.records += 1;
         let p = match decode(header.linktype, rec.data) {
-            Ok(p) => p,
+            Ok(Decoded::Tcp(p)) => p,
+            Ok(Decoded::Udp(u)) => {
+                counts.skipped_not_tcp += 1;
+                counts.udp_datagrams += 1;
+                udp_cols.push(rec.ts, &u)?;
+                continue;
+            }
+            Err(Skip::UdpShort) => {
+                counts.skipped_not_tcp += 1;
+                counts.skipped_udp_short += 1;
+                continue;
+            }
             Err(Skip::NotTcp) => {
                 counts.skipped_not_tcp += 1;
                 continue;
@@ -136,5 +213,6 @@ pub fn extract(path: &Path, out: &Path) -> Result<Extraction, String> {
         cols.push(rec.ts, &p, &t)?;
     }
     cols.finish()?;
+    udp_cols.finish()?;
     Ok(Extraction { header, tracker, counts })
 }

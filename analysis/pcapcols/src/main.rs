@@ -1,7 +1,7 @@
 //! startlab-pcapcols IN.pcap OUTDIR
 //!
-//! Turns a packet capture into columnar per-packet and per-connection arrays
-//! (.npy) so that startlab's Python analysis never loops over packets.
+//! Turns a packet capture into columnar per-packet (TCP), per-datagram (UDP) and
+//! per-connection arrays (.npy) so that startlab's Python analysis never loops over packets.
 
 mod conns;
 mod decode;
@@ -10,6 +10,7 @@ mod npy;
 mod output;
 mod pcap;
 mod seqspace;
+mod udp;
 
 use std::path::Path;
 use std::process::exit;

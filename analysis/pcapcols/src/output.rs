@@ -7,7 +7,8 @@ use crate::npy::{write, Element};
 use std::fs;
 use std::path::Path;
 
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: the `tos` TCP column and the UDP datagram table (`udp_*.npy`) were added.
+pub const FORMAT_VERSION: u32 = 2;
 
 fn col<T: Element>(dir: &Path, name: &str, v: &[T]) -> Result<(), String> {
     write(&dir.join(format!("{}.npy", name)), v)
@@ -39,7 +40,8 @@ pub fn meta_json(x: &Extraction, input: &Path) -> String {
         "{{\n  \"format_version\": {},\n  \"tool\": \"startlab-pcapcols {}\",\n  \"input\": {},\n  \
          \"linktype\": {},\n  \"snaplen\": {},\n  \"nanosecond\": {},\n  \"big_endian\": {},\n  \
          \"records\": {},\n  \"tcp_packets\": {},\n  \"skipped_not_tcp\": {},\n  \
-         \"skipped_short\": {},\n  \"truncated_records\": {},\n  \"connections\": {}\n}}\n",
+         \"skipped_short\": {},\n  \"truncated_records\": {},\n  \"connections\": {},\n  \
+         \"udp_datagrams\": {},\n  \"skipped_udp_short\": {}\n}}\n",
         FORMAT_VERSION,
         env!("CARGO_PKG_VERSION"),
         json_str(&input.display().to_string()),
@@ -52,7 +54,9 @@ pub fn meta_json(x: &Extraction, input: &Path) -> String {
         c.skipped_not_tcp,
         c.skipped_short,
         c.truncated_records,
-        x.tracker.conns.len()
+        x.tracker.conns.len(),
+        c.udp_datagrams,
+        c.skipped_udp_short
     )
 }
 
