@@ -197,6 +197,27 @@ def with_endpoint(conns: Connections, ip: str, port: int) -> int | None:
     return int(hits[-1]) if len(hits) else None
 
 
+def max_in_flight(pk: Packets, conn: int, direction: int) -> int:
+    """Most bytes of one direction sent and not yet acknowledged, read where both the data
+    and the returning ACKs pass (next to the sender): what bounded the sender's window."""
+    data = flow_mask(pk, conn, direction) & (pk["payload"] > 0)
+    acks = flow_mask(pk, conn, 1 - direction) & ((pk["flags"] & ACK_FLAG) != 0)
+    if not data.any() or not acks.any():
+        return 0
+    base = int(pk["seq"][data][0])
+    order = np.flatnonzero(data | acks)                     # capture order is time order
+    hi, acked, most = 0, 0, 0
+    for i in order:
+        if data[i]:
+            hi = max(hi, (int(pk["seq"][i]) - base) % 2 ** 32 + int(pk["payload"][i]))
+        else:
+            rel = (int(pk["ack"][i]) - base) % 2 ** 32
+            if rel < 2 ** 31:                              # an ACK of this data, not of the SYN before it
+                acked = max(acked, rel)
+        most = max(most, hi - acked)
+    return most
+
+
 def first_flight(pk: Packets, conn: int, direction: int, mss: int, after: float = float("-inf")) -> dict[str, int]:
     """The data a sender sent before the first ACK of its data came back.
 

@@ -105,6 +105,8 @@ def burst_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
         "bursty_retx_pkts": flows.retransmitted_segments(b_in.conns, conn_i, di),
         "bulk_connections": int(len(bulk_i)),
         "bulk_lost_pkts": int(sum(_lost(b_in, b_out, int(c), port) for c in bulk_i)),
+        "bulk_max_in_flight_bytes": max((flows.max_in_flight(b_in.packets, int(c), _direction(b_in, int(c), port))
+                                         for c in bulk_i), default=0),
         "bulk_lost_burst2_pkts": int(sum(_lost(b_in, b_out, int(c), port, after=second[0]) for c in bulk_i)),
         "bulk_trace": _bulk_trace(b_in, bulk_i, port, second[0]),
         "flows": {"bursty": {"first_flight": flows.first_flight(b_in.packets, conn_i, di, mss)},
