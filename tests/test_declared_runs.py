@@ -123,3 +123,16 @@ def test_fidelity_fails_when_the_emulator_is_five_percent_off():
     assert not bad["ok"]
     assert not bad["checks"]["rate_down"] and not bad["checks"]["rate_up"] and not bad["checks"]["rtt"], bad["checks"]
     assert bad["rate_down_error"] == pytest.approx(-0.05, abs=0.01)
+
+
+def test_the_delay_lines_queue_passes_fidelity_like_tbf():
+    """The bottleneck queue inside the delay line (push-out policy, TCP Fast Start's
+    router) holds the same rate, RTT and queueing-delay tolerances as tbf, and its drop
+    counters are read (fidelity waits for the queue to drop before it measures)."""
+    from topologies.profiles import get_profile
+    from topologies.shapers import DelayLineQueue
+    prof = get_profile("t1-50ms")
+    result = measure(prof, pings=100, tcp=False, shaper=DelayLineQueue(policy="pushout"))
+    print({k: result.get(k) for k in ("rate_down_error", "rate_up_error", "rtt_ms", "checks")})
+    assert result["ok"], {k: v for k, v in result["checks"].items() if not v}
+    assert result["shaper"]["kind"] == "delayline" and result["delay_reorders_seen"] == 0

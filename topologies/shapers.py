@@ -164,7 +164,8 @@ class DelayLineQueue(Shaper):
         return {"queue_ab": self._queues.get((hop, "up")), "queue_ba": self._queues.get((hop, "down"))}
 
     def counters(self, net, queue: Queue) -> dict[str, int]:
-        q = (net.delay_element(queue.node).snapshot().get(queue.settings["line_direction"]) or {}).get("queue") or {}
+        side = {"ab": "a_to_b", "ba": "b_to_a"}[queue.settings["line_direction"]]     # the snapshot's names
+        q = (net.delay_element(queue.node).snapshot().get(side) or {}).get("queue") or {}
         return {"sent_bytes": int(q.get("sent_bytes", 0)), "sent_pkts": int(q.get("sent", 0)),
                 "dropped": int(q.get("dropped", 0))}
 
