@@ -1,11 +1,13 @@
 """Root integration: the competing experiment's ordering as measured with a CUBIC long flow.
 
-With the long flow running CUBIC (declared and read back from the kernel), a 2 MB
-transfer on dsl-fast measured: CUBIC IW32 1.35 s, Reno IW3 1.55 s, CUBIC IW10 1.70 s (sd
-≤ 18 ms over 6–8 repetitions). IW32 beats IW10 by its larger first flight. Reno IW3
-beating CUBIC IW10 is what was measured (the traces showed both losing early into the
-full queue and CUBIC's TCP-friendly growth afterwards being the slower). The gaps
-(150–350 ms) are ten times the spread, so one repetition each decides the order.
+With the long flow running CUBIC (declared and read back from the kernel), a 2 MB transfer
+on dsl-fast through the campaign pipeline (lighttpd, curl), 5 repetitions each
+(`run blitzstart-table1.yaml --profiles dsl-fast --sizes 2MB --variants
+cubic-iw32,cubic-iw10,reno-iw3 --reps 5`): CUBIC IW32 1.40 s (95 % CI 1.40–1.40), CUBIC
+IW10 1.75 s (1.74–1.76), Reno IW3 1.72 s (1.71–1.74). IW32 beats IW10 by 350 ms, far
+beyond the spread, so one repetition decides it. Reno IW3 and CUBIC IW10 end within 30 ms
+of each other (Reno slightly ahead; a raw-socket setup had measured 1.55 vs 1.70 s), too
+close for one repetition to order them: the test holds them within 150 ms.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from conftest import ROOT
 
 @pytest.mark.root
 @pytest.mark.usefixtures("clean_machine")
-def test_iw32_and_reno_iw3_beat_cubic_iw10_against_a_cubic_long_flow(tmp_path):
+def test_iw32_beats_iw10_and_reno_iw3_ends_with_cubic_iw10_against_a_cubic_long_flow(tmp_path):
     out = tmp_path / "campaign"
     res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run", str(ROOT / "scenarios" / "blitzstart-table1.yaml"),
                           "--profiles", "dsl-fast", "--sizes", "2MB", "--variants", "cubic-iw32,cubic-iw10,reno-iw3",
@@ -30,4 +32,5 @@ def test_iw32_and_reno_iw3_beat_cubic_iw10_against_a_cubic_long_flow(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     fct = {r["variant"]: float(r["fct_mean_s"]) for r in csv.DictReader(open(out / "summary.csv"))}
     print(fct)
-    assert fct["cubic-iw32"] < fct["cubic-iw10"] and fct["reno-iw3"] < fct["cubic-iw10"], fct
+    assert fct["cubic-iw32"] < fct["cubic-iw10"] - 0.2, fct
+    assert abs(fct["reno-iw3"] - fct["cubic-iw10"]) < 0.15, fct
