@@ -62,7 +62,8 @@ def test_initial_cwnd_is_the_hinted_bdp_in_segments():
 def test_node_config_packs_the_c_layout():
     cfg = loader.NodeConfig(flags=loader.CLIENT_HINT, hint_kbps=50_000, tech=2, sndbuf=0, cc="stl3f_blitz")
     packed = cfg.pack()
-    assert len(packed) == loader.CFG_SIZE == 64
+    assert len(packed) == loader.CFG_SIZE == 68
+    assert loader.NodeConfig(flags=loader.CWND_CLAMP, cwnd_clamp=8).pack()[-4:] == (8).to_bytes(4, "little")
     assert struct.unpack("<4I", packed[:16]) == (1, 50_000, 2, 0)
     assert packed[16:32].rstrip(b"\0") == b"stl3f_blitz"
     assert loader.unpack_counters(packed) == {name: 0 for name in loader.COUNTERS}
@@ -89,11 +90,14 @@ def test_c_header_matches_the_python_constants():
     assert defines["STL_CLIENT_HINT"] == loader.CLIENT_HINT
     assert defines["STL_SERVER_BLITZ"] == loader.SERVER_BLITZ
     assert defines["STL_SERVER_JS"] == loader.SERVER_JS
+    assert defines["STL_PACE"] == loader.PACE and defines["STL_SERVER_FS"] == loader.SERVER_FS
+    assert defines["STL_CWND_CLAMP"] == loader.CWND_CLAMP
     assert defines["STL_CC_NAME_LEN"] == 16
     start = header.index("struct stl_node_cfg {")
     fields = re.findall(r"^\s*(__u32|char) (\w+)", header[start:header.index("};", start)], re.M)
     assert [f for _, f in fields][5:5 + len(loader.COUNTERS)] == list(loader.COUNTERS)
-    assert len(fields) * 4 + 12 == loader.CFG_SIZE            # 16 u32 + cc[16]
+    assert len(fields) * 4 + 12 == loader.CFG_SIZE            # 17 u32 + cc[16]
+    assert [f for _, f in fields][-2:] == ["fs_mark", "cwnd_clamp"]
 
 
 def test_cc_names_carry_the_instance_prefix_and_fit_the_kernel_limit():
@@ -138,5 +142,5 @@ def test_fast_start_settings_travel_in_the_socket_mark():
     assert mark & loader.FS_PDROP and not mark & loader.FS_FLR
     with pytest.raises(ValueError):
         loader.fs_mark(True, True, 64)
-    assert loader.NodeConfig(flags=loader.SERVER_FS, cc="stl3f_fs", fs_mark=mark).pack()[-4:] == \
+    assert loader.NodeConfig(flags=loader.SERVER_FS, cc="stl3f_fs", fs_mark=mark).pack()[-8:-4] == \
         mark.to_bytes(4, "little")

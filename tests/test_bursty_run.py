@@ -1,8 +1,8 @@
 """Root integration: the bursty workload end to end through the runner (TCP Fast Start §4).
 
 The pause is longer than lighttpd's default keep-alive idle time (5 s): the persistent
-connection must survive it, or the second burst finds the connection closed. The bulk
-transfers' window limit is a known gap, kept as a strict expected failure below.
+connection must survive it, or the second burst finds the connection closed. A bulk
+transfer's window is the declared maximum, read back from the capture.
 """
 from __future__ import annotations
 
@@ -56,9 +56,6 @@ WINDOW_SCENARIO = SCENARIO.replace("bulk: 0", "bulk: 1").replace("[newreno, fs-p
 
 @pytest.mark.root
 @pytest.mark.usefixtures("clean_machine")
-@pytest.mark.xfail(strict=True, reason="the bulk window is asked of the receiver with TCP_WINDOW_CLAMP, which this "
-                                      "kernel does not hold (measured: 55-64 KB in flight for an 8 KB clamp); the "
-                                      "sender must enforce it")
 def test_bulk_transfers_keep_the_declared_window(tmp_path):
     path = tmp_path / "bursty.yaml"
     path.write_text(WINDOW_SCENARIO)
@@ -68,5 +65,6 @@ def test_bulk_transfers_keep_the_declared_window(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     [run] = [p for p in out.iterdir() if (p / "metrics.json").exists()]
     metrics = json.loads((run / "metrics.json").read_text())
-    # The declared 8 KB, plus one segment for where the capture point sees data and ACKs.
-    assert 0 < metrics["bulk_max_in_flight_bytes"] <= 8192 + 1000, metrics["bulk_max_in_flight_bytes"]
+    # The declared 8 KB (8 segments of 1000 bytes: the sender holds it); at least 6 shows
+    # the transfer was window-limited rather than held back by something else.
+    assert 6000 <= metrics["bulk_max_in_flight_bytes"] <= 8192, metrics["bulk_max_in_flight_bytes"]

@@ -45,13 +45,14 @@ FAULT_FORMAT = "<IIQQ"                          # struct stl_fault (stl_fault.bp
 
 # struct stl_node_cfg (hosts/bpf/stl_common.h): flags, hint_kbps, tech, sndbuf, cc[16],
 # then the counters the program writes, then fs_mark.
-CFG_FORMAT = "<4I16s8I"
+CFG_FORMAT = "<4I16s9I"
 CFG_SIZE = struct.calcsize(CFG_FORMAT)
 COUNTERS = ("syns_hinted", "hints_seen", "last_hint_kbps", "last_rtt_us", "last_cwnd", "cc_set", "errors")
 CLIENT_HINT, SERVER_BLITZ, SERVER_JS = 1 << 0, 1 << 1, 1 << 2
 CLIENT_QS, SERVER_QS = 1 << 3, 1 << 4
 PACE = 1 << 5
 SERVER_FS = 1 << 6
+CWND_CLAMP = 1 << 7
 # Fast Start's settings in a socket's mark (stl_common.h STL_FS_*).
 FS_MARK_TAG, FS_PDROP, FS_FLR = 0x46000000, 1 << 0, 1 << 1
 
@@ -112,13 +113,14 @@ class NodeConfig:
     sndbuf: int = 0
     cc: str = ""
     fs_mark: int = 0
+    cwnd_clamp: int = 0
 
     def pack(self) -> bytes:
         name = self.cc.encode()
         if len(name) >= 16:
             raise ValueError(f"congestion control name '{self.cc}' is longer than 15 bytes")
         return struct.pack(CFG_FORMAT, self.flags, self.hint_kbps, self.tech, self.sndbuf, name,
-                           *([0] * 7), self.fs_mark)
+                           *([0] * 7), self.fs_mark, self.cwnd_clamp)
 
 
 def unpack_counters(value: bytes) -> dict[str, int]:

@@ -22,6 +22,7 @@
 #define STL_SERVER_QS (1u << 4)    /* check echoes, start approved sockets with cfg.cc */
 #define STL_PACE (1u << 5)         /* kernel pacing for every connection (linux-tcp pacing) */
 #define STL_SERVER_FS (1u << 6)    /* TCP Fast Start: accepted sockets get cfg.cc with cfg.fs_mark */
+#define STL_CWND_CLAMP (1u << 7)   /* every connection's cwnd is clamped to cfg.cwnd_clamp segments */
 
 /* ---- TCP Fast Start (Padmanabhan & Katz) ----
  * The sock_ops program hands the congestion control its per-node settings in the socket's
@@ -50,6 +51,7 @@ struct stl_node_cfg {
 	__u32 cc_set;         /* server: sockets given cfg.cc */
 	__u32 errors;         /* any helper call that failed */
 	__u32 fs_mark;        /* server, Fast Start: the settings handed to the CC (see above) */
+	__u32 cwnd_clamp;     /* with STL_CWND_CLAMP: the sender's largest window, in segments */
 };
 
 /* ---- Quick-Start (RFC 4782; the codec is analysis/quickstart.py) ---- */

@@ -335,6 +335,17 @@ int stl_sockops(struct bpf_sock_ops *skops)
 		else
 			__sync_fetch_and_add(&cfg->cc_set, 1);
 	}
+	if ((cfg->flags & STL_CWND_CLAMP) && (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB ||
+					      skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB)) {
+		/* A window-limited sender (the papers' "maximum window"): asked of the
+		 * receiver with TCP_WINDOW_CLAMP it is not held, the sender holds it exactly. */
+		int clamp = cfg->cwnd_clamp;
+
+		if (bpf_setsockopt(skops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &clamp, sizeof(clamp)))
+			__sync_fetch_and_add(&cfg->errors, 1);
+		else
+			__sync_fetch_and_add(&cfg->cc_set, 1);
+	}
 	if (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 		if (cfg->flags & STL_SERVER_BLITZ)
 			blitz_accept(skops, cfg);

@@ -36,6 +36,8 @@ class LinuxTcp(Implementation):
         "pacing_ca_ratio": Param(120, "pacing rate in congestion avoidance, % of cwnd/RTT (tcp_pacing_ca_ratio)",
                                  low=1, high=1000, integer=True),
         "sack": Param(True, "selective acknowledgements (false: NewReno-style recovery, as the papers' era)"),
+        "max_cwnd": Param(0, "largest congestion window in segments, held by the sender (0: none); a "
+                             "window-limited transfer", low=0, high=1 << 20, integer=True),
     }
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
@@ -43,11 +45,12 @@ class LinuxTcp(Implementation):
         endhosts.set_pacing_ratios(node, params["pacing_ss_ratio"], params["pacing_ca_ratio"])
         endhosts.set_route(node, ctx.gateway, params["iw"], params["irw"] or None)
         endhosts.set_sack(node, params["sack"])
-        if params["pacing"]:
-            loader.set_node(ctx.instance, node, loader.NodeConfig(flags=loader.PACE))
+        flags = (loader.PACE if params["pacing"] else 0) | (loader.CWND_CLAMP if params["max_cwnd"] else 0)
+        if flags:
+            loader.set_node(ctx.instance, node, loader.NodeConfig(flags=flags, cwnd_clamp=int(params["max_cwnd"])))
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
-        if params.get("pacing"):
+        if params.get("pacing") or params.get("max_cwnd"):
             loader.clear_node(ctx.instance, node)
         d = ctx.defaults
         endhosts.set_congestion_control(node, d.cc, ctx.instance)

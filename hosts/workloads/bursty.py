@@ -23,6 +23,7 @@ from typing import Optional
 
 from config.params import Param
 from hosts.apps import HTTP_PORT, Lighttpd, make_object
+from hosts.variants import RolePart, Variant
 from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult
 
 CLIENT = Path(__file__).resolve().parent.parent / "phttp_client.py"
@@ -74,7 +75,8 @@ class Bursty(Workload):
         bulk_url = make_object(www, BULK_OBJECT_BYTES) if p["bulk"] else None
         session.install_under_test(server=[sv1], client=[cl1])
         if p["bulk"]:
-            session.install(p["bulk_variant"], server=[sv2], client=[cl2])
+            session.install(window_limited(session.lookup(p["bulk_variant"]), p["bulk_window"] // session.profile.mss),
+                            server=[sv2], client=[cl2])
         for i, server in ((1, sv1), (2, sv2))[:2 if p["bulk"] else 1]:
             _mkdir(session.workdir / f"sv{i}")
             session.adopt(f"lighttpd sv{i}", Lighttpd(server, n.server_ip(i), www, session.workdir / f"sv{i}",
@@ -190,6 +192,18 @@ class Bursty(Workload):
                   "variant_server_ip": n.server_ip(1), "other_server_ip": n.server_ip(2)},
             app={})
 
+
+
+def window_limited(variant: Variant, segments: int) -> Variant:
+    """`variant` with its sender's window held at `segments` (the paper's maximum window of
+    a bulk transfer). The sender holds it: a receiver's TCP_WINDOW_CLAMP is not kept by this
+    kernel (measured: 55-64 KB in flight for an 8 KB clamp)."""
+    part = variant.parts.get("server")
+    if part is None or "max_cwnd" not in part.impl.params:
+        raise WorkloadError(f"bulk_variant {variant.name}: its server ({part.impl.name if part else 'none'}) "
+                            "cannot hold a maximum window; choose a linux-tcp variant")
+    parts = {**variant.parts, "server": RolePart(part.impl, {**part.params, "max_cwnd": max(1, segments)})}
+    return Variant(name=variant.name, summary=f"{variant.summary}; window {segments} segments", parts=parts)
 
 
 def keep_alive(p: dict) -> tuple[str, ...]:
