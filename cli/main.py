@@ -173,6 +173,38 @@ def cmd_compare(args) -> int:
     return compare_campaigns(Path(args.old), Path(args.new), args.json)
 
 
+def cmd_nightly(args) -> int:
+    """One night of the configured scenarios; 1 when a cell regressed, 3 when nothing
+    regressed but a scenario or run failed (the night is incomplete), else 0."""
+    from analysis.report import format_value, size_text
+    from scenarios.nightly import run_night
+    from scenarios.nightly_config import load_nightly_config
+    if not args.once:
+        raise UserError("nightly runs one night per call, scheduled by a systemd timer or cron "
+                        "(playbooks/nightly.yml): pass --once")
+    config = load_nightly_config(args.config, args.root)
+    outcome = run_night(config, delay_backend=args.delay_backend)
+    if args.json:
+        print(outcome.regressions_file.read_text(), end="")
+    else:
+        for v in outcome.verdicts:
+            against = f"against {v['previous']}" if v["previous"] else "(first night)"
+            print(f"{v['scenario']}: night {v['night']} {against}: {len(v['rows'])} cells compared, "
+                  f"{len(v['regressions'])} regressed" + (f"; {v['note']}" if v["note"] and v["previous"] else ""))
+        print(f"history: {outcome.index}\nregressions: {outcome.regressions_file}")
+    for r in outcome.regressions:
+        cell = " ".join(x for x in (r["profile"], size_text(r["size_bytes"]), r["variant"], r["sweep"] or "") if x)
+        print(f"startlab: regressed: {r['scenario']} {cell}: {r['label']} "
+              f"{format_value(r['previous']['mean'], r['unit'])} → {format_value(r['current']['mean'], r['unit'])} "
+              f"(nights {r['nights'][0]} → {r['nights'][1]})", file=sys.stderr)
+    for f in outcome.failures:
+        where = f"{f['scenario']} {f['night']}" + (f" run {f['run']}" if f.get("run") else "")
+        print(f"startlab: failed: {where}: {f['error'][:300]}", file=sys.stderr)
+    if outcome.regressions:
+        return 1
+    return 3 if outcome.failures else 0
+
+
 def cmd_demo(args) -> int:
     """The README's main job: the embedded smoke scenario, its table and report."""
     from scenarios.runner import ROOT, run_campaign
@@ -234,6 +266,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("new", metavar="NEW_DIR")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("nightly", help="run the nightly scenarios once, compare with the previous night, "
+                                       "write the history page and regressions.json")
+    p.add_argument("--once", action="store_true", help="run one night now (a timer or cron schedules the nights)")
+    p.add_argument("--config", help="nightly configuration (default config/nightly.yaml)")
+    p.add_argument("--root", help="results root, instead of the configuration's (<root>/<scenario>/<night>)")
+    p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"])
+    p.add_argument("--json", action="store_true", help="print regressions.json")
+    p.set_defaults(func=cmd_nightly)
 
     p = sub.add_parser("clean", help="remove what startlab created (and nothing else)")
     p.add_argument("--force", action="store_true",
