@@ -3,7 +3,7 @@ back, whether the sender accepted it, and its Quick-Start phase; per cell the ap
 failure ratios of the Allman/Floyd/Sarolahti paper. The codec is wire/quickstart.py."""
 from __future__ import annotations
 
-import struct
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -12,6 +12,7 @@ import numpy as np
 
 from analysis import flows, stats
 from analysis.packets import Capture
+from analysis.pcap_segments import segments
 from wire.quickstart import QsRequest, QsResponse, SentRequest, find_request, find_response, ttl_diff, \
     validate_response
 
@@ -28,32 +29,16 @@ def handshake_options(pcap_path, server_port: int, max_records: int = 5000) -> H
     """Read a classic pcap (Ethernet, IPv4) only as far as the first SYN-ACK from
     `server_port` and the client's next packet: the options live in the handshake, so
     this never walks the whole capture (the columnar extractor does not keep options)."""
-    with open(pcap_path, "rb") as f:
-        head = f.read(24)
-        if len(head) < 24:
-            return None
-        endian = "<" if head[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-        synack = None
-        for _ in range(max_records):
-            rec = f.read(16)
-            if len(rec) < 16:
-                return None
-            caplen = struct.unpack(endian + "I", rec[8:12])[0]
-            frame = f.read(caplen)
-            if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
-                continue
-            ihl = (frame[14] & 0x0F) * 4
-            tcp = frame[14 + ihl:]
-            if len(tcp) < 20:
-                continue
-            sport, dport = struct.unpack("!HH", tcp[:4])
-            flags, thl = tcp[13], (tcp[12] >> 4) * 4
-            if synack is None:
-                if sport == server_port and flags & 0x12 == 0x12:
-                    synack = (frame[22], find_request(bytes(frame[34:14 + ihl])), dport)
-                continue
-            if dport == server_port and sport == synack[2] and not flags & 0x02:
-                return HandshakeOptions(synack[0], synack[1], find_response(bytes(tcp[20:thl])))
+    if Path(pcap_path).stat().st_size < 24:
+        return None                        # nothing captured yet
+    synack = None
+    for seg in itertools.islice(segments(pcap_path), max_records):
+        if synack is None:
+            if seg.sport == server_port and seg.flags & 0x12 == 0x12:
+                synack = (seg.ttl, find_request(seg.ip_options), seg.dport)
+            continue
+        if seg.dport == server_port and seg.sport == synack[2] and not seg.flags & 0x02:
+            return HandshakeOptions(synack[0], synack[1], find_response(seg.tcp_options))
     return None
 
 

@@ -19,70 +19,16 @@ the verdict RFC 4782's sender check, as analysis/quickstart.py does for one conn
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
-from machine.errors import UserError
+from analysis.pcap_segments import Segment, segments
 from wire.quickstart import QsRequest, QsResponse, SentRequest, find_request, find_response, ttl_diff, \
     validate_response
 
 SYN, ACK = 0x02, 0x10
 REQUEST_METHODS = (b"GET ", b"HEAD ")
-
-
-@dataclass(frozen=True)
-class Segment:
-    """What the analysis reads of one captured IPv4 TCP packet."""
-    ts: float
-    src: int                 # IPv4 address as a big-endian integer (as the columns hold it)
-    dst: int
-    sport: int
-    dport: int
-    seq: int
-    flags: int
-    ttl: int
-    ip_options: bytes
-    tcp_options: bytes
-    payload: bytes           # as far as the snap length kept it
-
-
-def segments(path: Path) -> Iterator[Segment]:
-    """The IPv4 TCP packets of a classic pcap (Ethernet, either byte order, µs or ns)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: {exc.strerror}") from None
-    if len(data) < 24:
-        raise UserError(f"{path}: not a pcap file (too short)")
-    magic = data[:4]
-    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
-        endian = "<"
-    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
-        endian = ">"
-    else:
-        raise UserError(f"{path}: not a classic pcap file")
-    scale = 1e-9 if magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d") else 1e-6
-    header = struct.Struct(endian + "IIII")
-    off = 24
-    while off + 16 <= len(data):
-        sec, frac, caplen, _ = header.unpack_from(data, off)
-        frame = data[off + 16:off + 16 + caplen]
-        off += 16 + caplen
-        if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
-            continue
-        ihl = (frame[14] & 0x0F) * 4
-        tcp = frame[14 + ihl:]
-        if len(tcp) < 20:
-            continue
-        total = struct.unpack_from("!H", frame, 16)[0]
-        thl = (tcp[12] >> 4) * 4
-        src, dst = struct.unpack_from("!II", frame, 26)
-        sport, dport, seq = struct.unpack_from("!HHI", tcp)
-        payload_len = max(0, total - ihl - thl)
-        yield Segment(sec + frac * scale, src, dst, sport, dport, seq, tcp[13], frame[22], bytes(frame[34:14 + ihl]),
-                      bytes(tcp[20:thl]), bytes(tcp[thl:thl + payload_len]))
 
 
 @dataclass(frozen=True)
