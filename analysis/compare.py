@@ -21,13 +21,13 @@ from results import schema
 from results.campaign import Campaign, RunRecord
 
 
-def _cells(records: list[RunRecord]) -> dict[tuple, list[RunRecord]]:
+def cells(records: list[RunRecord]) -> dict[tuple, list[RunRecord]]:
     """Runs by (profile, size, variant, swept parameter=value or "" without a sweep)."""
-    cells: dict[tuple, list[RunRecord]] = {}
+    found: dict[tuple, list[RunRecord]] = {}
     for rec in records:
         point = ",".join(f"{k}={v:g}" for k, v in rec.sweep.items())
-        cells.setdefault((rec.profile, rec.size_bytes, rec.variant, point), []).append(rec)
-    return cells
+        found.setdefault((rec.profile, rec.size_bytes, rec.variant, point), []).append(rec)
+    return found
 
 
 def compare(old_dir: Path, new_dir: Path) -> list[dict]:
@@ -37,7 +37,7 @@ def compare(old_dir: Path, new_dir: Path) -> list[dict]:
     if len(workloads) != 1:
         raise UserError(f"the campaigns ran different workloads ({', '.join(sorted(workloads))}): nothing to compare")
     analysis = workload_analysis(workloads.pop())
-    old_cells, new_cells = _cells(old.records()), _cells(new.records())
+    old_cells, new_cells = cells(old.records()), cells(new.records())
     rows = []
     for key in sorted(set(old_cells) & set(new_cells), key=lambda k: (k[0], k[1] or 0, k[2], k[3])):
         before, after = old_cells[key], new_cells[key]

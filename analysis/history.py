@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-# _cells is compare's own grouping of runs into cells: reused so both always agree on a cell.
-from analysis.compare import _cells, compare
+# compare's own grouping of runs into cells, reused so both always agree on what a cell is.
+from analysis.compare import cells, compare
 from analysis.runs import workload_analysis
 from analysis.workloads.base import Compared, describe_metric
 from config.sizes import size_label
@@ -65,7 +65,7 @@ def night_verdict(scenario: str, previous: Optional[Path], current: Path) -> dic
     if not regressed:
         return verdict
     metrics = workload_analysis(_workload_of(current)).compared
-    before, after = _cells(Campaign.open(previous).records()), _cells(Campaign.open(current).records())
+    before, after = cells(Campaign.open(previous).records()), cells(Campaign.open(current).records())
     for row in regressed:
         key = (row["profile"], row["size_bytes"], row["variant"], row["sweep"])
         for metric in metrics:
