@@ -12,7 +12,7 @@ MSS = 1000
 CL1, SV1, CL2, SV2 = "10.1.0.1", "10.2.0.1", "10.1.0.2", "10.2.0.2"
 
 
-def craft(run_dir: Path) -> dict:
+def craft(run_dir: Path, previous_run: bool = False) -> dict:
     """A P-HTTP connection: burst 1 (10 segments from t=1.0), a pause, burst 2 (10 segments
     from t=5.0: a restart window of 6 before the first ACK at 5.1, two of them dropped and
     resent); a bulk transfer sv2 → cl2 losing one segment during burst 2."""
@@ -41,14 +41,21 @@ def craft(run_dir: Path) -> dict:
     for i in range(60):
         t = 0.3 + 0.1 * i
         caps.downstream(bulk.from_server(t, i * MSS, MSS, ipid=100 + i), dropped=i == 48)   # t = 5.1
+    if previous_run:
+        # The previous run's connections on the same network, still closing when this
+        # run's captures start: FIN retransmissions without a SYN in these captures.
+        for conv in (Conversation(CL1, 39000, SV1, 80), Conversation(CL2, 39001, SV2, 80)):
+            for t in (0.05, 0.45):
+                caps.downstream(conv.from_server(t, 70_000, 0, flags=ACK | FIN, ipid=900))
     caps.write(run_dir)
     return {"mode": "constant", "server_port": 80, "burst_bytes": 10 * MSS,
             "bursty": {"client_ip": CL1, "server_ip": SV1}, "bulk": {"client_ip": CL2, "server_ip": SV2, "count": 1},
             "requests": [{"sent": 0.95}, {"sent": 4.9}], "rtt_s": 0.1, "rate_bps": 1.5e6}
 
 
-def test_burst_metrics(tmp_path):
-    m = burst_metrics(tmp_path, craft(tmp_path), MSS)
+@pytest.mark.parametrize("previous_run", [False, True])
+def test_burst_metrics(tmp_path, previous_run):
+    m = burst_metrics(tmp_path, craft(tmp_path, previous_run), MSS)
     # burst 2: the server's first byte at 5.0, the last new byte (the resent segment 13,
     # at the bottleneck at 5.31) at the client 11 ms later
     assert m["burst2_s"] == pytest.approx(5.31 + 0.011 - 5.0, abs=1e-5)
