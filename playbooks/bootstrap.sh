@@ -15,7 +15,7 @@ inputs_hash() {
 
 want=$(inputs_hash)
 if [ "${1:-}" != "--force" ] && [ -f .provisioned ] && [ "$(cat .provisioned)" = "$want" ] \
-   && [ -x .venv/bin/python ]; then
+   && [ -x .venv/bin/python ] && [ -f .cargo-path ]; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
