@@ -180,6 +180,13 @@ def segments_of(payload: np.ndarray, mss: int) -> int:
     return int(np.ceil(payload.astype(np.int64) / max(1, mss)).sum())
 
 
+def opened_in_capture(conns: Connections, idx: np.ndarray) -> np.ndarray:
+    """Those of `idx` whose SYN this capture saw. A network serves several runs in turn, and
+    a previous run's connection may still be closing (FIN retransmissions at a long RTT)
+    while the next run's capture is on: it has no SYN there and is not that run's."""
+    return idx[~np.isnan(conns["syn_ts"][idx])]
+
+
 def between(conns: Connections, ip_a: str, ip_b: str, port: int | None = None) -> np.ndarray:
     """Indices of the connections between two IPv4 addresses (either way), optionally with
     `port` on one side."""

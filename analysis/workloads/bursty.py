@@ -78,20 +78,13 @@ def _bulk_trace(b_in: Capture, conns: np.ndarray, port: int, t0: float) -> dict:
             "retx": retx[keep].astype(int).tolist()}
 
 
-def _opened_here(conns, idx: np.ndarray) -> np.ndarray:
-    """The connections whose SYN this capture saw. A network serves several runs in turn,
-    and a previous run's connection may still close (FIN retransmissions at a long RTT)
-    while the next run's capture is on: it has no SYN here and is not this run's."""
-    return idx[~np.isnan(conns["syn_ts"][idx])]
-
-
 def burst_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
     caps = {k: load(Path(run_dir) / CAPTURE_FILES[k]) for k in ("client", "bneck-in", "bneck-out")}
     client, b_in, b_out = caps["client"], caps["bneck-in"], caps["bneck-out"]
     port = int(spec["server_port"])
-    bc = _opened_here(client.conns, flows.between(client.conns, spec["bursty"]["client_ip"],
+    bc = flows.opened_in_capture(client.conns, flows.between(client.conns, spec["bursty"]["client_ip"],
                                                   spec["bursty"]["server_ip"], port))
-    bi = _opened_here(b_in.conns, flows.between(b_in.conns, spec["bursty"]["client_ip"],
+    bi = flows.opened_in_capture(b_in.conns, flows.between(b_in.conns, spec["bursty"]["client_ip"],
                                                 spec["bursty"]["server_ip"], port))
     if len(bc) != 1 or len(bi) != 1:
         raise UserError(f"{run_dir}: expected one bursty connection in the captures, found {len(bc)} and {len(bi)}")
@@ -104,8 +97,8 @@ def burst_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
         raise UserError(f"{run_dir}: a burst of the bursty connection is missing from the captures")
     di = _direction(b_in, conn_i, port)
     restart = flows.first_flight(b_in.packets, conn_i, di, mss, after=t2)
-    bulk_i = _opened_here(b_in.conns, flows.between(b_in.conns, spec["bulk"]["client_ip"], spec["bulk"]["server_ip"],
-                                                    port))
+    bulk_i = flows.opened_in_capture(b_in.conns, flows.between(b_in.conns, spec["bulk"]["client_ip"],
+                                                               spec["bulk"]["server_ip"], port))
     return {
         "burst1_s": first[1] - first[0], "burst2_s": second[1] - second[0],
         "burst2_request_s": second[1] - t2, "burst2_start": second[0],
