@@ -19,7 +19,7 @@ from typing import Any, Optional
 from analysis import fidelity
 from analysis.plots import variant_colours
 from analysis.runs import workload_analysis
-from analysis.summary import ordered_variants, write_summary
+from analysis.summary import ordered_variants, split_rows, write_split_summary, write_summary
 from analysis.tables import html_table, markdown_table, text_table
 from analysis.workloads.base import Compared, Plot, Row, Section, WorkloadAnalysis
 from config.sizes import size_label
@@ -58,7 +58,8 @@ def write_report(campaign_dir: Path | str) -> Path:
     rows = write_summary(root, record, records, analysis)
     colours = variant_colours(ordered_variants(record, records))
     plots = analysis.plots(root / schema.PLOTS_DIR, record, records, rows, colours) if records else []
-    sections = analysis.sections(rows) + _flagged_sections(campaign, records)
+    sections = analysis.sections(rows) + _host_sections(root, record, records, analysis) + \
+        _flagged_sections(campaign, records)
     write_atomically(root / schema.REPORT_MD, markdown_report(record, records, rows, plots, sections, analysis, root))
     path = root / schema.REPORT_HTML
     write_atomically(path, html_report(record, records, rows, plots, sections, analysis, root))
@@ -148,6 +149,24 @@ def format_table(rows: list[Row], analysis: WorkloadAnalysis) -> str:
     if rows and analysis.compared and any(verdict(r, analysis.compared[0]) for r in rows):
         text += "\n" + f"Δ{analysis.compared[0].label}: " + ", ".join(f"{v.arrow} {v.label}" for v in VERDICTS.values())
     return text
+
+
+def _host_sections(root: Path, record: dict[str, Any], records: list[RunRecord],
+                   analysis: WorkloadAnalysis) -> list[Section]:
+    """Runs from several testbeds (a fleet): the primary figure per cell and host, and
+    summary-by-host.csv with every figure, so a host that disagrees shows."""
+    hosts = sorted({str(r.meta.get("host")) for r in records if r.meta.get("host")})
+    if len(hosts) < 2 or not analysis.compared:
+        return []
+    write_split_summary(root, record, records, analysis, "host")
+    primary = analysis.compared[0]
+    rows = []
+    for row in split_rows(record, records, analysis, "host"):
+        mean = row.get(primary.col("mean"))
+        rows.append([cell_label(row), size_text(row["size_bytes"]), row["variant"], row["host"], str(row["runs"]),
+                     format_value(mean, primary.unit) if mean is not None else "–"])
+    return [Section(f"Per host: {primary.label}", ["cell", "size", "variant", "host", "runs", primary.label], rows,
+                    f"Every summary figure per host is in summary-by-host.csv ({len(hosts)} hosts).")]
 
 
 def _flagged_sections(campaign: Campaign, records: list[RunRecord]) -> list[Section]:

@@ -103,6 +103,26 @@ def write_summary(campaign_dir: Path | str, campaign: dict[str, Any], records: l
     return rows
 
 
+def split_rows(campaign: dict[str, Any], records: list[RunRecord], analysis: WorkloadAnalysis,
+               key: str) -> list[Row]:
+    """The summary computed separately for each value of a run's meta[key] ("host" in a
+    fleet, "machine"): a testbed that disagrees with the others shows up in its own rows."""
+    groups: dict[str, list[RunRecord]] = defaultdict(list)
+    for rec in records:
+        value = rec.meta.get(key)
+        groups[str(value.get("index") if isinstance(value, dict) else value)].append(rec)
+    return [{key: value, **row} for value in sorted(groups)
+            for row in summary_rows(campaign, groups[value], analysis)]
+
+
+def write_split_summary(campaign_dir: Path | str, campaign: dict[str, Any], records: list[RunRecord],
+                        analysis: WorkloadAnalysis, key: str) -> Path:
+    """summary-by-<key>.csv: every summary column, per value of `key`."""
+    path = Path(campaign_dir) / f"summary-by-{key}.csv"
+    write_atomically(path, _csv_text([key] + columns_of(analysis), split_rows(campaign, records, analysis, key)))
+    return path
+
+
 def _csv_text(columns: list[str], rows: Iterable[Row]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

@@ -148,10 +148,43 @@ def finish(campaign_dir: Path, as_json: bool, stats: dict | None) -> int:
 
 
 def cmd_run(args) -> int:
+    from machine.cpuset import own_cpus
+    from results.store import write_json
+    from scenarios.lanes import LANES_DIR, choose_lanes, read_run_list, run_campaign_in_lanes
     from scenarios.runner import run_campaign
     from scenarios.spec import apply_overrides, load_scenario
     sc = apply_overrides(load_scenario(args.scenario), args.profiles, args.sizes, args.variants, args.reps)
-    campaign, stats = run_campaign(sc, Path(args.out) if args.out else None, args.delay_backend)
+    out = Path(args.out) if args.out else None
+    only = read_run_list(Path(args.only)) if args.only else None
+    if args.lane is not None:                  # one worker of `--lanes`: run, report to the parent
+        if out is None:
+            raise UserError("--lane is a worker of --lanes and needs its --out")
+        campaign, stats = run_campaign(sc, out, args.delay_backend, only, lane=args.lane)
+        write_json(campaign.path / LANES_DIR / f"lane-{args.lane}.stats.json", {**stats, "cpus": own_cpus()})
+        return 0
+    lanes = choose_lanes(args.lanes, len(own_cpus()), args.force)
+    if lanes == 1:
+        campaign, stats = run_campaign(sc, out, args.delay_backend, only)
+    else:
+        campaign, stats = run_campaign_in_lanes(sc, out, args.delay_backend, lanes,
+                                                [str(sc.path.resolve()), *_overrides(args)], only)
+    return finish(campaign.path, args.json, stats)
+
+
+def _overrides(args) -> list[str]:
+    """The scenario overrides of `run`/`fleet run` as command-line options (for workers and hosts)."""
+    return [f"--{k}={v}" for k, v in (("profiles", args.profiles), ("sizes", args.sizes),
+                                      ("variants", args.variants), ("reps", args.reps)) if v is not None]
+
+
+def cmd_fleet(args) -> int:
+    from scenarios.fleet import run_fleet
+    from scenarios.spec import apply_overrides, load_scenario
+    sc = apply_overrides(load_scenario(args.scenario), args.profiles, args.sizes, args.variants, args.reps)
+    if args.lanes_per_host != "auto" and not (args.lanes_per_host.isdigit() and int(args.lanes_per_host) >= 1):
+        raise UserError(f"--lanes-per-host: a number ≥ 1 or 'auto', got '{args.lanes_per_host}'")
+    campaign, stats = run_fleet(sc, sc.path, _overrides(args), Path(args.inventory), args.lanes_per_host,
+                                Path(args.out) if args.out else None, args.delay_backend, args.force)
     return finish(campaign.path, args.json, stats)
 
 
@@ -248,8 +281,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="campaign directory (default results/<scenario>/<timestamp>); "
                                  "an existing one is resumed: finished runs are skipped")
     p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"])
+    p.add_argument("--lanes", default="1", metavar="N|auto",
+                   help="run N testbeds at once, each confined to its own CPUs (auto: one per 2 CPUs)")
+    p.add_argument("--force", action="store_true", help="allow more lanes than 2 CPUs each (fidelity suffers)")
+    p.add_argument("--only", metavar="FILE", help="run only the run ids listed in FILE (one per line)")
+    p.add_argument("--lane", type=int, help=argparse.SUPPRESS)      # a worker of --lanes
     p.add_argument("--json", action="store_true", help="print the summary path and per-variant figures as JSON")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("fleet", help="run a scenario sharded over the hosts of an Ansible inventory")
+    fleet = p.add_subparsers(dest="fleet_command", required=True, metavar="FLEET_COMMAND")
+    p = fleet.add_parser("run", help="provision every host (playbooks/site.yml), run the shards, merge, analyse")
+    p.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file or name")
+    p.add_argument("-i", "--inventory", required=True, help="Ansible inventory of the testbeds")
+    p.add_argument("--lanes-per-host", default="1", metavar="N|auto",
+                   help="lanes on every host (see run --lanes; auto: one per 2 CPUs of that host)")
+    p.add_argument("--force", action="store_true", help="let hosts run more lanes than 2 CPUs each")
+    p.add_argument("--profiles", help="comma-separated subset of the scenario's profiles")
+    p.add_argument("--sizes", help="comma-separated object sizes, e.g. 70KB,2MB")
+    p.add_argument("--variants", help="comma-separated subset of the scenario's variants")
+    p.add_argument("--reps", type=int, help="repetitions per (profile, size, variant)")
+    p.add_argument("--out", help="the merged campaign's directory (an existing one is resumed)")
+    p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fleet)
 
     p = sub.add_parser("analyze", help="re-analyse a campaign's captures (no emulation, no root)")
     p.add_argument("dir", metavar="DIR", help="campaign directory")

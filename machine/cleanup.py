@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from machine import registry
+from machine import cpuset, registry
 
 # Names startlab gives: PREFIX + two hex digits + a role (see topologies/names.py).
 OUR_NAME = re.compile(rf"^{registry.PREFIX}[0-9a-f]{{2}}({'|'.join(registry.NODE_ROLES.values())})\d*(-eth\d+|br)?$")
@@ -43,12 +43,16 @@ def our_shells() -> list[tuple[int, str]]:
 def clean(force: bool = False) -> list[str]:
     """Remove dead instances (all instances with force), then stray objects with our names."""
     removed: list[str] = []
-    live_prefixes = set()
-    for inst in registry.load_instances():
-        if inst.owner_alive() and not force and inst.owner_pid != os.getpid():
-            live_prefixes.add(inst.prefix)
-            continue
-        removed += inst.remove_all()
+    for _ in range(5):   # removing a lanes' owner ends its workers, whose instances then are dead too
+        live_prefixes = set()
+        before = len(removed)
+        for inst in registry.load_instances():
+            if inst.owner_alive() and not force and inst.owner_pid != os.getpid():
+                live_prefixes.add(inst.prefix)
+                continue
+            removed += inst.remove_all()
+        if len(removed) == before:
+            break
     for pid, name in our_shells():
         if name[:5] in live_prefixes:
             continue
@@ -58,4 +62,12 @@ def clean(force: bool = False) -> list[str]:
         if OUR_NAME.match(name) and name[:5] not in live_prefixes:
             if subprocess.run(["ip", "link", "del", name], capture_output=True).returncode == 0:
                 removed.append(f"link {name}")
+    for path in cpuset.lane_cpusets():        # stl-lane-<owner id>-<k>
+        owner = path.name[len(cpuset.LANE_PREFIX):].split("-")[0]
+        if owner not in live_prefixes:
+            try:
+                if cpuset.remove(path, wait_s=1.0):
+                    removed.append(f"cpuset {path}")
+            except OSError as exc:
+                removed.append(f"cpuset {path} NOT removed: {exc}")
     return removed

@@ -26,5 +26,9 @@ def git_revision() -> str | None:
 @lru_cache(maxsize=1)
 def provenance() -> dict:
     from machine.capabilities import tool_versions
-    return {"git_rev": git_revision(), "kernel": os.uname().release, "machine": os.uname().nodename,
+    # `host` names the testbed in a fleet (its inventory name: two entries may share a
+    # machine); `git_rev` may come from the fleet controller when the code was copied
+    # without its history.
+    return {"git_rev": os.environ.get("STARTLAB_GIT_REV") or git_revision(), "kernel": os.uname().release,
+            "machine": os.uname().nodename, "host": os.environ.get("STARTLAB_HOST") or os.uname().nodename,
             "cpus": os.cpu_count(), "tools": tool_versions()}

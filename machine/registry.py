@@ -9,12 +9,14 @@ the PREFIX in its name, is ever touched.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -23,6 +25,7 @@ PREFIX = "stl"                      # every node, link and bridge name starts wi
 # the names, machine/cleanup.py recognises them).
 NODE_ROLES = {"client": "cl", "server": "sv", "router": "r", "core": "co", "switch": "sw"}
 REGISTRY_DIR = Path(os.environ.get("STARTLAB_REGISTRY", "/run/startlab"))
+ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
 
 def process_start_time(pid: int) -> int | None:
@@ -45,7 +48,8 @@ class Instance:
     processes: list[dict] = field(default_factory=list)   # {pid, start, what}
     links: list[str] = field(default_factory=list)        # root-namespace links
     bridges: list[str] = field(default_factory=list)
-    sysctls: dict = field(default_factory=dict)           # root-namespace key -> value to restore
+    allowed_cc: list[str] = field(default_factory=list)   # names this instance added to the root's
+                                                          # tcp_allowed_congestion_control
     undo: list[dict] = field(default_factory=list)        # {argv, what}: commands that remove
                                                           # machine-wide objects (BPF struct_ops,
                                                           # cgroup attachments), run newest first
@@ -83,10 +87,11 @@ class Instance:
         self.undo.append({"argv": list(argv), "what": what})
         self.save()
 
-    def add_sysctl_restore(self, key: str, original: str) -> None:
-        """Remember a root-namespace sysctl's original value (the first one wins)."""
-        self.sysctls.setdefault(key, original)
-        self.save()
+    def add_allowed_cc(self, name: str) -> None:
+        """Remember a congestion control this instance needs in the root's allowed list."""
+        if name not in self.allowed_cc:
+            self.allowed_cc.append(name)
+            self.save()
 
     def owner_alive(self) -> bool:
         return self.owner_start is not None and process_start_time(self.owner_pid) == self.owner_start
@@ -107,16 +112,27 @@ class Instance:
         for name in self.links:
             if _run(["ip", "link", "del", name]):
                 removed.append(f"link {name}")
-        for key, original in self.sysctls.items():
-            path = Path("/proc/sys") / key.replace(".", "/")
+        with allowed_cc_lock():
+            others = {n for inst in load_instances() if inst.id != self.id for n in inst.allowed_cc}
+            mine = [n for n in self.allowed_cc if n not in others]
             try:
-                if path.read_text().strip() != original:
-                    path.write_text(original)
-                    removed.append(f"sysctl {key} restored to '{original}'")
+                current = ALLOWED_CC.read_text().split()
+                if any(n in current for n in mine):
+                    ALLOWED_CC.write_text(" ".join(n for n in current if n not in mine))
+                    removed.append(f"allowed congestion controls {', '.join(mine)}")
             except OSError:
                 pass
-        self.path.unlink(missing_ok=True)
+            self.path.unlink(missing_ok=True)
         return removed
+
+
+@contextmanager
+def allowed_cc_lock():
+    """Serialises changes to tcp_allowed_congestion_control between instances."""
+    REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+    with open(REGISTRY_DIR / "allowed_cc.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
 
 
 def new_instance() -> Instance:

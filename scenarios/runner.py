@@ -24,6 +24,7 @@ from machine.errors import UserError
 from machine.provenance import provenance
 from results import schema
 from results.campaign import Campaign
+from scenarios.lanes import confinement
 from scenarios.progress import Progress
 from scenarios.spec import Run, Scenario
 from topologies.network import Network
@@ -47,7 +48,8 @@ def open_campaign(sc: Scenario, out: Path | None) -> Campaign:
     return Campaign.create_or_resume(Path(out), record)
 
 
-def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratch: Path, path: dict) -> dict:
+def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratch: Path, path: dict,
+                lane: int | None = None) -> dict:
     """One run into `<run>.partial/`, renamed to `<run>/` when complete. Returns its meta."""
     partial = campaign.start_run(run.run_id)
     t0 = time.monotonic()
@@ -55,6 +57,7 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     try:
         with RunSession(net, sc.variants[run.variant], partial, scratch, sc.variant) as session:
             result = sc.workload.run(session, params, run.size_bytes)
+            confined = None if lane is None else confinement(lane, net.instance)
     except (WorkloadError, RuntimeError) as exc:
         campaign.fail_run(run.run_id, f"{type(exc).__name__}: {exc}")
         raise RunFailed(str(exc)) from exc
@@ -69,14 +72,17 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
         "workload": sc.workload.name, "workload_params": params,
         "spec": result.spec, "app": result.app, **result.extra, **session.record(),
         "sweep": {run.sweep[0]: run.sweep[1]} if run.sweep else {},
+        **({"lane": confined} if confined is not None else {}),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **provenance(),
     }
     campaign.write_meta(partial, meta)
     t1 = time.monotonic()
     problems: list[str] = []
+    if confined is not None and confined["outside"]:
+        problems.append(f"lane {lane}: processes outside its cpuset or CPUs: {confined['outside']}")
     try:
-        problems = analyse_run(campaign, partial, meta)
+        problems += analyse_run(campaign, partial, meta)
     except Exception as exc:      # keep the captures; `run.py analyze` can retry
         meta["analysis_error"] = f"{type(exc).__name__}: {exc}"
         log.warning("analysis of %s failed: %s", run.run_id, exc)
@@ -90,10 +96,26 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     return meta
 
 
-def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto") -> tuple[Campaign, dict]:
-    campaign = open_campaign(sc, out)
-    campaign.clear_partials()
+def select_runs(sc: Scenario, only: set[str] | None) -> list[Run]:
+    """The scenario's runs in their seeded order, restricted to `only` (a lane's or shard's list)."""
     runs = sc.runs()
+    if only is None:
+        return runs
+    unknown = sorted(only - {r.run_id for r in runs})
+    if unknown:
+        raise UserError(f"run list names runs the scenario does not have: {', '.join(unknown[:5])}"
+                        + (" …" if len(unknown) > 5 else ""))
+    return [r for r in runs if r.run_id in only]
+
+
+def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", only: set[str] | None = None,
+                 lane: int | None = None) -> tuple[Campaign, dict]:
+    """Run what is not finished yet of the scenario (or of `only`). A lane (`lane` set) is
+    one of several workers on one campaign: it leaves the others' partial runs alone."""
+    campaign = open_campaign(sc, out)
+    if lane is None:
+        campaign.clear_partials()
+    runs = select_runs(sc, only)
     todo = [r for r in runs if not campaign.is_done(r.run_id)]
     progress = Progress(len(runs), len(runs) - len(todo))
     stats = {"runs": len(runs), "skipped": len(runs) - len(todo), "failed": [], "overhead_s": 0.0,
@@ -104,7 +126,7 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto") ->
     failures_in_a_row = 0
     try:
         for profile_name, group in itertools.groupby(todo, key=lambda r: r.profile):
-            net_name = f"{profile_name}-{datetime.now().strftime('%H%M%S')}"
+            net_name = f"{profile_name}-{datetime.now().strftime('%H%M%S')}" + ("" if lane is None else f"-lane{lane}")
             net_dir = campaign.path / schema.NETWORKS_DIR / net_name
             needs = sc.host_needs()
             with Network(profiles[profile_name], net_dir, pairs=needs.pairs, delay_backend=delay_backend,
@@ -114,7 +136,7 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto") ->
                 for run in group:
                     progress.show(run.run_id)
                     try:
-                        meta = execute_run(sc, run, net, campaign, scratch, path)
+                        meta = execute_run(sc, run, net, campaign, scratch, path, lane)
                         failures_in_a_row = 0
                         t = meta["timings"]
                         stats["traffic_s"] += sc.workload.traffic_s(t)

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from machine import registry  # noqa: E402
+from machine import cpuset, registry  # noqa: E402
 from machine.cleanup import OUR_NAME, our_shells, root_links  # noqa: E402
 
 OUR_PROGRAMS = ("iperf3", "lighttpd", "tcpdump", "curl", "startlab-delayline")
@@ -63,6 +63,7 @@ def leftovers() -> dict[str, list[str]]:
         "processes": our_processes(),
         "registry": [p.name for p in registry.REGISTRY_DIR.glob(f"{registry.PREFIX}*.json")]
         if registry.REGISTRY_DIR.is_dir() else [],
+        "cpusets": [str(p) for p in cpuset.lane_cpusets()],
     }
 
 

@@ -312,3 +312,29 @@ def test_verdict_of_a_figure_where_higher_is_better():
     assert verdict(row, share) == "better"
     assert verdict({**row, "share_diff": -0.2}, share) == "worse"
     assert verdict({**row, "share_significant": False}, share) == "not_significant"
+
+
+def test_a_campaign_from_several_hosts_is_also_summarised_per_host(tmp_path):
+    root = make_campaign(tmp_path / "c", variants=("slowstart", "blitz"), sizes=(70_000,), profiles=("dsl",), reps=4)
+    for meta_file in root.glob("*/meta.json"):           # reps 0, 1 on host a; 2, 3 on host b, 50 ms slower
+        meta = json.loads(meta_file.read_text())
+        meta["host"] = "a" if meta["rep"] < 2 else "b"
+        meta_file.write_text(json.dumps(meta))
+        if meta["host"] == "b":
+            metrics_file = meta_file.with_name("metrics.json")
+            metrics = json.loads(metrics_file.read_text())
+            metrics["short"]["fct_s"] += 0.05
+            metrics_file.write_text(json.dumps(metrics))
+    write_report(root)
+    _, rows = read_csv(root / "summary-by-host.csv")
+    by = {(r["host"], r["variant"]): r for r in rows}
+    assert sorted(by) == [("a", "blitz"), ("a", "slowstart"), ("b", "blitz"), ("b", "slowstart")]
+    assert all(r["runs"] == "2" for r in rows)
+    # slowstart at 70 KB: 0.2 s + rep ms; host b adds 50 ms
+    assert float(by[("a", "slowstart")]["fct_mean_s"]) == pytest.approx(0.2005)
+    assert float(by[("b", "slowstart")]["fct_mean_s"]) == pytest.approx(0.2525)
+    assert "Per host" in (root / "report.html").read_text()
+
+
+def test_a_campaign_from_one_host_has_no_per_host_split(full):
+    assert not (full / "summary-by-host.csv").exists()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machine import binaries, capabilities
+from machine.cpuset import own_cpus
 from machine.errors import UserError
 from topologies.shell import check_cmd
 
@@ -338,13 +339,14 @@ class DelayLine(DelayBackend):
     name = "delayline"
 
     def __init__(self, binary: Path | None = None, cpus: tuple[int, int] | None = None,
-                 rps_cpu: int = 0, rt_priority: int = 10) -> None:
+                 rps_cpu: int | None = None, rt_priority: int = 10) -> None:
         found = binary or delayline_binary()
         if found is None:
             raise UserError(f"the delay line is not built; {BUILD_HINT}")
         self.binary = found
         self.cpus = cpus
-        self.rps_cpu = rps_cpu
+        # The first CPU this process may use (a lane's own, in lanes): its frames' backlog.
+        self.rps_cpu = own_cpus()[0] if rps_cpu is None else rps_cpu
         self.rt_priority = rt_priority
         self.proc: subprocess.Popen | None = None
         self.stats_path: Path | None = None

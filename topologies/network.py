@@ -7,7 +7,6 @@ is made, so an exception, Ctrl-C or SIGTERM at any point leaves nothing behind o
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from mininet.nodelib import LinuxBridge
 
 from machine import registry
 from machine.capabilities import require_root, switch_kind
+from machine.cpuset import own_cpus
 from machine.errors import UserError
 from topologies import delay, endhosts
 from topologies.endhosts import EndHostDefaults
@@ -236,13 +236,13 @@ class Network:
         frames of one flow sent from different CPUs can overtake each other. One fixed CPU
         per interface keeps order; putting the client half of the path (clients, their
         switch, r1, the core's client-side port) on CPU 0 and the server half on CPU 1
-        shares the per-packet work of high rates between two cores.
+        shares the per-packet work of high rates between two cores. The CPUs are those this
+        process may use, so a lane's packets are handled on the lane's own CPUs.
         """
-        if (os.cpu_count() or 1) < 2:
-            return 0
+        cpus = own_cpus()               # a lane's CPUs when it runs in one (machine/cpuset.py)
         n = self.names
         client_side = (n.client(""), n.switch("client") + "-", n.router(1) + "-", n.core_intf(1, "client"))
-        return 0 if intf.startswith(client_side) else 1
+        return cpus[0] if intf.startswith(client_side) else cpus[-1]
 
     def _configure_routers(self) -> None:
         n = self.names
