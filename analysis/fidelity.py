@@ -5,6 +5,14 @@ control, initial window), what the kernel showed its sockets running (the sessio
 socket watch) and, from the captures, its first flight. A run whose flows differ from
 their declaration fails: a result is only worth its setup.
 
+A QUIC flow (observed_by "endpoint") cannot be seen by the kernel: its congestion control
+is the one its server reports per connection (Blitzstart only where the client's hint
+arrived and was applied), and its analysis adds what the endpoints and the wire both
+know: the first flight on the wire against the start window the server reports
+(`window_ok`, within `tolerance_segments`), the hint the server received against the one
+the client sent (`hint_ok`), and the datagrams and bytes the server counted against
+those the capture before the queue saw (`sent_ok`: exact, one datagram per packet).
+
 Emulator: the delay element's own figures over the run (drops, lateness). A run is
 flagged, not failed, when the element dropped anything or released frames more than
 1 ms late at the 99th percentile: the summary counts such runs per cell.
@@ -38,14 +46,45 @@ def flow_checks(meta: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str,
         flights = got.get("first_flights") or ([got["first_flight"]] if got.get("first_flight") else [])
         iw = flow.get("declared_iw")
         check["first_flight_segments"] = flights[0]["segments"] if len(flights) == 1 else None
+        check["observed_by"] = flow.get("observed_by", "kernel")
         if iw is not None and flights:
-            wrong = [f for f in flights if f["segments"] != min(int(iw), int(f["total_segments"]))]
+            wrong = [f for f in flights if not _flight_fits(f, int(iw))]
             check.update(connections=len(flights), expected_segments=min(int(iw), int(flights[0]["total_segments"])),
                          iw_ok=not wrong, iw_wrong=len(wrong))
             if wrong:
                 check["first_flight_segments"] = wrong[0]["segments"]
                 check["expected_segments"] = min(int(iw), int(wrong[0]["total_segments"]))
+        check.update(endpoint_checks(got))
+        if check["observed_by"] == "endpoint" and "window_ok" not in check:
+            # Never a silent pass: an endpoint flow's start is checked on the wire or fails.
+            check.update(reported_segments=None, window_ok=False)
         out.append(check)
+    return out
+
+
+def _flight_fits(flight: dict[str, Any], window: int) -> bool:
+    """Is a first flight the `window` (in segments) it should be, or the whole flow if that
+    is smaller, within the flight's own counting tolerance (0 for TCP's exact segments)?"""
+    expected = min(window, int(flight["total_segments"]))
+    return abs(int(flight["segments"]) - expected) <= int(flight.get("tolerance_segments", 0))
+
+
+def endpoint_checks(got: dict[str, Any]) -> dict[str, Any]:
+    """The checks of what a user-space endpoint reported against the wire, where the
+    flow's analysis recorded both (QUIC); an empty dict otherwise."""
+    out: dict[str, Any] = {}
+    flight = got.get("first_flight")
+    if got.get("reported_segments") is not None and flight:
+        out.update(reported_segments=got["reported_segments"],
+                   window_ok=_flight_fits(flight, int(got["reported_segments"])))
+    if got.get("hint_sent_kbps") is not None or got.get("hint_received_kbps") is not None:
+        out.update(hint_sent_kbps=got.get("hint_sent_kbps"), hint_received_kbps=got.get("hint_received_kbps"),
+                   hint_ok=got.get("hint_sent_kbps") == got.get("hint_received_kbps"))
+    if got.get("sent_datagrams_endpoint") is not None:
+        keys = ("sent_datagrams_wire", "sent_datagrams_endpoint", "sent_bytes_wire", "sent_bytes_endpoint")
+        out.update({k: got.get(k) for k in keys})
+        out["sent_ok"] = (got.get("sent_datagrams_wire") == got["sent_datagrams_endpoint"]
+                          and got.get("sent_bytes_wire") == got.get("sent_bytes_endpoint"))
     return out
 
 
@@ -55,12 +94,26 @@ def problems(checks: list[dict[str, Any]]) -> list[str]:
     for c in checks:
         if not c["cc_ok"]:
             seen = ", ".join(c["observed_cc"]) or "no connection seen"
-            out.append(f"flow {c['flow']}: congestion control {seen} in the kernel, declared "
+            where = "as its endpoint reports" if c.get("observed_by") == "endpoint" else "in the kernel"
+            out.append(f"flow {c['flow']}: congestion control {seen} {where}, declared "
                        f"{' or '.join(c['declared_cc'])}")
         if c.get("iw_ok") is False:
             many = f" ({c['iw_wrong']} of {c['connections']} connections)" if c.get("connections", 1) > 1 else ""
             out.append(f"flow {c['flow']}: first flight {c['first_flight_segments']} segments on the wire, "
                        f"declared initial window gives {c['expected_segments']}{many}")
+        if c.get("window_ok") is False and c.get("reported_segments") is None:
+            out.append(f"flow {c['flow']}: no start window reported by its endpoint or no first flight on the "
+                       "wire: its start cannot be checked")
+        elif c.get("window_ok") is False:
+            out.append(f"flow {c['flow']}: first flight {c['first_flight_segments']} datagrams on the wire, the "
+                       f"server reports a start window of {c['reported_segments']}")
+        if c.get("hint_ok") is False:
+            out.append(f"flow {c['flow']}: the client sent a hint of {c['hint_sent_kbps']} kbit/s, the server "
+                       f"received {c['hint_received_kbps']}")
+        if c.get("sent_ok") is False:
+            out.append(f"flow {c['flow']}: the server counted {c['sent_datagrams_endpoint']} datagrams "
+                       f"({c['sent_bytes_endpoint']} bytes) sent, the capture before the queue saw "
+                       f"{c['sent_datagrams_wire']} ({c['sent_bytes_wire']} bytes)")
     return out
 
 

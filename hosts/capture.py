@@ -37,12 +37,12 @@ class Capture:
                 "dropped_by_kernel": count("dropped by kernel")}
 
 
-def start_captures(specs: list[tuple], instance) -> list[Capture]:
+def start_captures(specs: list[tuple], instance, bpf_filter: str = "tcp") -> list[Capture]:
     """Start [(node, intf, path), ...] and wait until every tcpdump is listening."""
     captures = []
     try:
         for node, intf, path in specs:
-            captures.append(Capture(node, intf, path, instance))
+            captures.append(Capture(node, intf, path, instance, bpf_filter))
         for cap in captures:
             cap.wait_ready()
         time.sleep(0.05)   # the "listening" line precedes the socket being fully armed by a hair

@@ -6,10 +6,11 @@
 
 The session hands the workload its hosts and their install contexts, installs variants on
 host roles and removes them again, starts and stops servers, processes and captures,
-watches the congestion control each declared flow's sockets run (read from the kernel),
-reads the routers' and the queues' counters and the delay element's figures over the
-run. Teardown runs on every exit path, in the reverse order of setup; a capture that lost
-packets fails the run, because its losses would no longer be exact.
+watches the congestion control each declared flow's sockets run (read from the kernel;
+for a QUIC flow, which the kernel cannot see, from its endpoint's own report), reads the
+routers' and the queues' counters and the delay element's figures over the run. Teardown
+runs on every exit path, in the reverse order of setup; a capture that lost packets fails
+the run, because its losses would no longer be exact.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any, Callable, Optional
 from hosts.capture import start_captures
 from hosts.implementations.base import InstallContext
 from hosts.process import NodeProcess, wait_until
+from hosts.quic_endpoints import controller_kind, server_connections
 from hosts.variants import Variant
 from hosts.workloads.base import WorkloadError
 from results.schema import CAPTURE_FILES
@@ -49,6 +51,9 @@ class Flow:
     observed_cc: list[str] = field(default_factory=list)
     connections_seen: int = 0
     note: str = ""                       # why a declared figure is not checked, if it is not
+    transport: str = "tcp"               # what the sender's variant declares
+    observed_by: str = "kernel"          # where observed_cc comes from: 'kernel' (sock_diag) or 'endpoint'
+    report: str = ""                     # the endpoint's report file (in the run directory), for QUIC
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -117,7 +122,7 @@ class RunSession:
             side = n.side_of(node.name)
             gateway, peer = n.gateway(side), n.subnet("server" if side == "client" else "client")
         return InstallContext(gateway=gateway, peer_net=peer, rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s,
-                              instance=self.instance, defaults=self.net.defaults)
+                              profile=prof.name, mtu=prof.mtu, instance=self.instance, defaults=self.net.defaults)
 
     # -- variants -------------------------------------------------------------------------
     def install(self, variant: Variant | str, *, server=(), client=(), router=()) -> Variant:
@@ -152,24 +157,27 @@ class RunSession:
         """Start a program in `node`, logging to workdir/log_name, stopped at teardown."""
         return self.adopt(what, NodeProcess(node, argv, self.instance, what, log_path=self.workdir / log_name))
 
-    def capture_standard(self) -> None:
-        """tcpdump at the standard capture points (Network.capture_points)."""
+    def capture_standard(self, bpf_filter: str = "tcp") -> None:
+        """tcpdump at the standard capture points (Network.capture_points); `bpf_filter`
+        "tcp or udp" for QUIC flows."""
         points = self.net.capture_points()
         self.capture([(self.host(points[k][0]), points[k][1], self.workdir / f)
-                      for k, f in CAPTURE_FILES.items()])
+                      for k, f in CAPTURE_FILES.items()], bpf_filter)
 
-    def capture(self, specs: list[tuple]) -> None:
+    def capture(self, specs: list[tuple], bpf_filter: str = "tcp") -> None:
         """Start [(node, interface, path)] captures and wait until each listens."""
-        self._captures += start_captures(specs, self.instance)
+        self._captures += start_captures(specs, self.instance, bpf_filter)
 
     # -- flows -----------------------------------------------------------------------------
     def flow(self, name: str, sender, receiver, server_port: int, size_bytes: Optional[int] = None,
-             paced_by: str = "") -> Flow:
+             paced_by: str = "", report: Optional[Path] = None) -> Flow:
         """Declare a flow before its traffic starts: what its sender's variant claims it runs
         is recorded, and the sender's sockets on `server_port` are watched from now on.
         `paced_by` names what else limits the flow's sending rate on the wire (e.g. a token
         bucket on its sender): its first flight then says nothing about the initial window,
-        which is recorded as not checked, with that reason."""
+        which is recorded as not checked, with that reason. A flow whose variant declares a
+        QUIC endpoint is observed through that endpoint's `report` (its server's per-connection
+        lines, read at teardown) instead of the kernel, which cannot see it."""
         variant, role = self._on_node.get(sender.name, (None, "server"))
         if variant is not None:
             declared = variant.declared(role, self.net.defaults)
@@ -179,10 +187,31 @@ class RunSession:
         flow = Flow(name=name, sender=sender.name, receiver=receiver.name, server_port=server_port,
                     variant=variant.name if variant else None, declared_cc=list(declared.cc),
                     declared_iw=None if paced_by else declared.iw, size_bytes=size_bytes,
-                    note=f"initial window not checked: the flow is paced by {paced_by}" if paced_by else "")
+                    note=f"initial window not checked: the flow is paced by {paced_by}" if paced_by else "",
+                    transport=declared.transport)
+        if declared.transport == "quic":
+            if report is None:
+                raise WorkloadError(f"flow {name}: {sender.name}'s variant {flow.variant} runs a QUIC endpoint, "
+                                    "but the workload runs no QUIC application for it")
+            flow.observed_by, flow.report = "endpoint", Path(report).name
+        elif report is not None:
+            raise WorkloadError(f"flow {name}: a QUIC endpoint runs for it, but {sender.name}'s variant "
+                                f"{flow.variant} declares the kernel's TCP")
         self.flows.append(flow)
-        self._watch(sender, server_port)
+        if flow.transport == "tcp":
+            self._watch(sender, server_port)
         return flow
+
+    def endpoint_args(self, node, role: str) -> list[str]:
+        """Arguments of the user-space endpoint the variant installed on `node` configures
+        for `role`; an error if that variant has none there (its connections are the
+        kernel's, and a QUIC application would run undeclared defaults)."""
+        variant, _ = self._on_node.get(node.name, (None, role))
+        args = variant.endpoint_args(role, self.context(node)) if variant else None
+        if args is None:
+            raise WorkloadError(f"{node.name}: variant {variant.name if variant else '(none)'} has no QUIC "
+                                f"endpoint part for role {role}: use a quic-* variant with transport quic")
+        return args
 
     def _watch(self, node, port: int) -> None:
         if (node.name, port) in self._watches:
@@ -205,6 +234,11 @@ class RunSession:
             except (OSError, ValueError):
                 seen[(node, port)] = {"connections": []}
         for flow in self.flows:
+            if flow.observed_by == "endpoint":
+                lines = server_connections(self.workdir / flow.report)
+                flow.observed_cc = sorted({controller_kind(c) for c in lines})
+                flow.connections_seen = len(lines)
+                continue
             conns = seen.get((flow.sender, flow.server_port), {}).get("connections", [])
             flow.observed_cc = sorted({cc for c in conns for cc in c.get("cc", [])})
             flow.connections_seen = len(conns)

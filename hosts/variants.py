@@ -15,6 +15,7 @@ from hosts.implementations.blitzstart import Blitzstart
 from hosts.implementations.faststart import FastStart
 from hosts.implementations.jumpstart import JumpStart
 from hosts.implementations.linux_tcp import LinuxTcp
+from hosts.implementations.quic import Quic
 from hosts.implementations.quickstart import QuickStart
 from machine.errors import UserError
 from topologies.endhosts import EndHostDefaults
@@ -22,7 +23,7 @@ from topologies.endhosts import EndHostDefaults
 CATALOGUE_FILE = Path(__file__).with_name("variants.yaml")
 
 IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(), JumpStart(), Blitzstart(), FastStart(),
-                                                                            QuickStart())}
+                                                                            QuickStart(), Quic())}
 
 
 @dataclass
@@ -60,6 +61,12 @@ class Variant:
             for role, part, node in reversed(done):
                 part.impl.remove(node, role, part.params, contexts[node.name])
             raise
+
+    def endpoint_args(self, role: str, ctx: InstallContext) -> list[str] | None:
+        """The user-space endpoint arguments of this variant's part for `role` (None: the
+        variant has no such part there, its connections are the kernel's)."""
+        part = self.parts.get(role)
+        return part.impl.endpoint_args(role, part.params, ctx) if part else None
 
     def counters(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext],
                  role: str) -> dict[str, dict]:

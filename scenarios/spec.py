@@ -208,6 +208,21 @@ def _variants(path: Path, top: Fields) -> dict[str, Variant]:
     return variants
 
 
+def _check_variants(top: Fields, workload: Workload, params: dict, variants: dict[str, Variant]) -> None:
+    """Every variant the scenario runs must suit its workload (e.g. its transport): the
+    variants under test and those its workload parameters name."""
+    for name, variant in variants.items():
+        problem = workload.check_variant(params, variant)
+        if problem:
+            raise top.error("variants", f"{name}: {problem}")
+    for key, declared in workload.params.items():
+        if declared.kind == "variant":
+            variant = variants.get(params[key]) or VARIANTS.get(params[key])
+            problem = workload.check_variant(params, variant, key) if variant else None
+            if problem:
+                raise top.sub("workload").error(key, f"{params[key]}: {problem}")
+
+
 def load_scenario(path: Path | str) -> Scenario:
     path = Path(path)
     if not path.exists() and not path.suffix:
@@ -229,6 +244,7 @@ def load_scenario(path: Path | str) -> Scenario:
         profiles.append(known_profiles[name])
     variants = _variants(path, top)
     workload, params = _workload(top.sub("workload"), set(VARIANTS) | set(variants))
+    _check_variants(top, workload, params, variants)
     sizes = []
     if workload.sized:
         for item in top.list("sizes"):
@@ -282,6 +298,9 @@ def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, varia
             else:
                 raise UserError(f"--variants: unknown variant '{name}' (choices: "
                                 f"{', '.join(dict.fromkeys([*sc.variants, *VARIANTS]))})")
+            problem = sc.workload.check_variant(sc.workload_params, chosen_v[name])
+            if problem:
+                raise UserError(f"--variants: {name}: {problem}")
         sc.variants = chosen_v
         if sc.baseline not in chosen_v:
             sc.baseline = next(iter(chosen_v))

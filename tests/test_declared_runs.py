@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hosts.workloads import competing
+from hosts.workloads import competing_apps
 from results.campaign import Campaign
 from scenarios.fidelity import measure
 from scenarios.runner import RunFailed, execute_run, open_campaign
@@ -84,7 +84,7 @@ def test_a_run_whose_flows_differ_from_their_declaration_fails(tmp_path, monkeyp
     path.write_text(SCENARIO)
     sc = load_scenario(path)
     [run] = sc.runs()
-    real_iperf3, real_lighttpd = competing.Iperf3Server, competing.Lighttpd
+    real_iperf3, real_lighttpd = competing_apps.Iperf3Server, competing_apps.Lighttpd
 
     def iperf3_on_reno(node, *args, **kwargs):
         node.cmd("sysctl -qw net.ipv4.tcp_congestion_control=reno")
@@ -94,8 +94,8 @@ def test_a_run_whose_flows_differ_from_their_declaration_fails(tmp_path, monkeyp
         node.cmd(f"ip route change default via {node.cmd('ip route show default').split()[2]} initcwnd 20")
         return real_lighttpd(node, *args, **kwargs)
 
-    monkeypatch.setattr(competing, "Iperf3Server", iperf3_on_reno)
-    monkeypatch.setattr(competing, "Lighttpd", lighttpd_iw20)
+    monkeypatch.setattr(competing_apps, "Iperf3Server", iperf3_on_reno)
+    monkeypatch.setattr(competing_apps, "Lighttpd", lighttpd_iw20)
     campaign = open_campaign(sc, tmp_path / "campaign")
     scratch = tmp_path / "scratch"
     with Network(sc.profiles[0], tmp_path / "net", pairs=sc.pairs_needed()) as net:

@@ -104,7 +104,7 @@ def test_inline_variant_definition(tmp_path):
     ("cc: cubic, iw: 64", "cc: cubik, iw: 64", "10: variants.cubic-iw64.server.cc: 'cubik' is not one of: cubic, reno, bbr"),
     ("cc: cubic, iw: 64", "cc: cubic, iw: 0", "10: variants.cubic-iw64.server.iw: 0 is below the minimum 1"),
     ("cc: cubic, iw: 64", "cc: cubic, iw: 64, hystart: true", "10: variants.cubic-iw64.server.hystart: unknown parameter"),
-    ("impl: linux-tcp", "impl: quic", "10: variants.cubic-iw64.server.impl: 'quic' is not one of"),
+    ("impl: linux-tcp", "impl: picoquic", "10: variants.cubic-iw64.server.impl: 'picoquic' is not one of"),
     ("repetitions: 2", "repetitions: -2", "11: repetitions: -2 is below the minimum 1"),
     ("repetitions: 2", "repetitions: 2\nbaseline: bbr", "12: baseline: 'bbr' is not one of the scenario's variants"),
     ("repetitions: 2", "repetitons: 2", "11: repetitons: unknown field"),

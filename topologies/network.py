@@ -220,7 +220,11 @@ class Network:
                 if intf.name == "lo":
                     continue
                 check_cmd(node, f"ip addr flush dev {intf.name}")
-                check_cmd(node, f"ethtool -K {intf.name} tso {off} gso {off} gro {off} >/dev/null")
+                # UDP segmentation too: a QUIC endpoint's GSO batch (up to 10 datagrams in one
+                # skb) is cut into datagrams in its own stack, so the wire, the queue and the
+                # captures see one datagram per packet.
+                check_cmd(node, f"ethtool -K {intf.name} tso {off} gso {off} gro {off} "
+                                f"tx-udp-segmentation {off} >/dev/null")
                 check_cmd(node, f"ip link set {intf.name} up mtu {self.profile.mtu}")
                 delay.set_single_cpu_rps(node, intf.name, self._rps_cpu(intf.name))
         for sw in self.net.switches:

@@ -1,5 +1,9 @@
 """Analysis of the competing-flows workload (Blitzstart §4, Table 1, Figs. 2-4).
 
+(A run over QUIC — spec "transport": "quic" — gets the same metrics from the datagrams
+and the endpoints' reports: analysis/workloads/competing_quic.py; everything per cell
+below is shared.)
+
 A run directory holds three captures:
   cap-client.pcap     at the clients' uplink: what was delivered, and when;
   cap-bneck-in.pcap   downstream packets before the bottleneck queue: what the
@@ -25,6 +29,7 @@ import numpy as np
 
 from analysis import flows, plots, quickstart, stats, summary
 from analysis.packets import Capture, load
+from analysis.workloads import competing_quic
 from analysis.workloads.base import Compared, Plot, Row, Section, WorkloadAnalysis
 from config.sizes import size_label
 from machine.errors import UserError
@@ -236,8 +241,10 @@ class CompetingAnalysis(WorkloadAnalysis):
     display_headers = HEADERS
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
-        mss = int(meta["profile_params"].get("mtu") or 1500) - TCPIP_HEADERS
-        return run_metrics(run_dir, meta["spec"], mss)
+        mtu = int(meta["profile_params"].get("mtu") or 1500)
+        if meta["spec"].get("transport") == "quic":
+            return competing_quic.run_metrics(run_dir, meta["spec"], mtu)
+        return run_metrics(run_dir, meta["spec"], mtu - TCPIP_HEADERS)
 
     def describe(self, runs: list[RunRecord]) -> Row:
         f = [fct(r) for r in runs]

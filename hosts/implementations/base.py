@@ -24,6 +24,8 @@ class InstallContext:
     peer_net: str | None = None        # the other side's subnet
     rate_bps: float = 0.0              # the profile's bottleneck rate (for hints)
     rtt_s: float = 0.0
+    profile: str = ""                  # the link profile's name (e.g. an access technology's hint)
+    mtu: int = 1500                    # the path's IP MTU (a user-space endpoint sizes datagrams by it)
     instance: object = None            # the registry entry that records what we change
     defaults: EndHostDefaults = field(default_factory=EndHostDefaults)   # what to put back
 
@@ -37,9 +39,14 @@ class Declared:
         the instance prefix left out. iw: the initial window in segments, or None where the
         scheme sizes its first flight itself (Jump Start, Blitzstart, approved Quick-Start):
         its wire tests check that, a run records it.
+    transport: 'tcp' (the kernel's: its sockets are read with sock_diag during the run) or
+        'quic' (a user-space endpoint: the kernel cannot see its congestion control, so the
+        run checks what the endpoint itself reports, and the workload must run that
+        endpoint rather than a TCP application).
     """
     cc: tuple[str, ...]
     iw: int | None
+    transport: str = "tcp"
 
 
 class Implementation(ABC):
@@ -64,6 +71,12 @@ class Implementation(ABC):
 
     def declares(self, role: str, params: dict, defaults: EndHostDefaults) -> Declared | None:
         """What connections sent from a node with this part run (None: not a sender part)."""
+        return None
+
+    def endpoint_args(self, role: str, params: dict, ctx: InstallContext) -> list[str] | None:
+        """Command-line arguments of the user-space endpoint this part configures for `role`
+        (a QUIC server or client); None where the scheme lives in the kernel and any
+        application carries it."""
         return None
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:

@@ -56,6 +56,12 @@ class Workload(ABC):
         """A problem across parameters as (field, message), None if they fit together."""
         return None
 
+    def check_variant(self, params: dict, variant, param: Optional[str] = None) -> Optional[str]:
+        """What is wrong with running `variant` (a hosts.variants.Variant) in this workload with
+        these parameters — as a variant under test, or as the value of the workload parameter
+        `param` — None if nothing. The scenario parser asks before any run starts."""
+        return None
+
     def traffic_s(self, timings: dict[str, float]) -> float:
         """Seconds of a run's timings that were traffic (the rest is overhead)."""
         return sum(v for k, v in timings.items() if k.startswith("traffic_"))

@@ -18,6 +18,11 @@ utilisation and drop rate in that time, for every run.
 
 Hosts: cl1 ← sv1 is the flow under test (its server, client and the routers get the
 variant), cl2 ← sv2 the long flow, as in the paper's four-host setup.
+
+`transport` chooses the applications (hosts/workloads/competing_apps.py): `tcp` (lighttpd,
+curl, iperf3; the kernel's TCP as the variants configure it) or `quic` (startlab's QUIC
+server and client for both flows, configured by QUIC variants: the paper's own setup).
+Everything else — filling the link, the timing, captures, checks — is one code path.
 """
 from __future__ import annotations
 
@@ -25,8 +30,11 @@ import time
 from typing import Optional
 
 from config.params import Param
-from hosts.apps import HTTP_PORT, IPERF_PORT, Iperf3Server, Lighttpd, curl_fetch, iperf3_reverse_client, make_object
+from hosts.apps import make_object
+from hosts.variants import Variant
 from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult
+from hosts.workloads.competing_apps import TRANSPORTS, apps_for
+from topologies.endhosts import EndHostDefaults
 from topologies.shapers import TbfSettings
 from topologies.shell import check_cmd
 
@@ -97,7 +105,25 @@ class Competing(Workload):
         "long_load": Param(0.0, "> 0: the long flows offer this share of the bottleneck rate", low=0.0, high=1.0),
         "long_streams": Param(1, "… over this many TCP connections", low=1, high=64, integer=True),
         "settle_s": Param(3.0, "… for this long before the fetch", low=0, high=600),
+        "transport": Param("tcp", "applications of both flows: tcp (lighttpd, curl, iperf3) or quic (startlab's "
+                                  "QUIC endpoints; quic-* variants, long_variant too)", choices=TRANSPORTS),
     }
+
+    def check(self, params: dict) -> Optional[tuple[str, str]]:
+        if params["transport"] == "quic" and params["long_streams"] != 1:
+            return "long_streams", "a QUIC long flow is one connection: long_streams must be 1"
+        return None
+
+    def check_variant(self, params: dict, variant: Variant, param: Optional[str] = None) -> Optional[str]:
+        """A variant's sender must run the scenario's transport: QUIC variants need the QUIC
+        applications (transport quic), and over QUIC the long flow is QUIC too (the paper)."""
+        if param == "long_variant" and not params["long_flow"]:
+            return None
+        if params["transport"] == "quic" and not is_quic(variant):
+            return "not a QUIC variant, and the workload's transport is quic (e.g. quic-cubic-iw32)"
+        if params["transport"] == "tcp" and is_quic(variant):
+            return "a QUIC variant: it needs the workload's transport: quic"
+        return None
 
     def hosts(self, params: dict) -> HostNeeds:
         return HostNeeds(pairs=2)
@@ -112,21 +138,23 @@ class Competing(Workload):
         # Generous: ten times the ideal transfer time plus slow start on the longest paths.
         transfer_timeout = 30 + 10 * (size_bytes * 8 / prof.rate_bps("down")) + 50 * prof.rtt_s
         t = session.timings
+        apps = apps_for(params["transport"])
 
         session.install_under_test(server=[server], client=[client])
         if params["long_flow"]:
             session.install(params["long_variant"], server=[long_server], client=[long_client])
-        session.adopt("lighttpd", Lighttpd(server, n.server_ip(1), docroot, session.workdir, session.instance))
+        apps.serve_short(session, server, docroot)
         if params["long_flow"]:
-            session.adopt("iperf3 server", Iperf3Server(long_server, session.workdir, session.instance))
-        session.capture_standard()
+            apps.serve_long(session, long_server)
+        session.capture_standard(apps.capture_filter)
         shaper = None
         if params["long_flow"] and params["long_load"]:
             shaper = load_shaper(long_server, n.host_intf(long_server.name), prof, params["long_load"])
-        session.flow("short", server, client, HTTP_PORT, size_bytes)
+        session.flow("short", server, client, apps.short_port, size_bytes, report=apps.report("short"))
         if params["long_flow"]:
-            session.flow("long", long_server, long_client, IPERF_PORT,
-                         paced_by="the offered load's token bucket on its server" if shaper else "")
+            session.flow("long", long_server, long_client, apps.long_port,
+                         paced_by="the offered load's token bucket on its server" if shaper else "",
+                         report=apps.report("long"))
         session.ready()
 
         if params["long_flow"]:
@@ -134,9 +162,8 @@ class Competing(Workload):
             if shaper:
                 check_cmd(long_server, " ".join(shaper.command()))
                 session.adopt("the load's token bucket", _Undo(long_server, f"tc qdisc del dev {shaper.intf} root"))
-            long_proc = session.adopt("the long flow", iperf3_reverse_client(
-                long_client, n.server_ip(2), params["fill_timeout_s"] + transfer_timeout + 60, session.workdir,
-                session.instance, streams=params["long_streams"]))
+            long_proc = session.adopt("the long flow", apps.start_long(
+                session, long_client, params["fill_timeout_s"] + transfer_timeout + 60, params["long_streams"]))
             if shaper:
                 time.sleep(params["settle_s"])
             else:
@@ -147,19 +174,32 @@ class Competing(Workload):
             t["traffic_long_before_short_s"] = time.monotonic() - t1
         t2 = time.monotonic()
         queue_before = session.queue_counters("down")
-        curl = curl_fetch(client, f"http://{n.server_ip(1)}:{HTTP_PORT}{url_path}", session.workdir,
-                          session.instance, transfer_timeout)
+        app = apps.fetch(session, client, url_path, size_bytes, transfer_timeout)
         t["traffic_short_s"] = time.monotonic() - t2
-        if curl.get("http_code") != 200 or int(curl.get("size_download", -1)) != size_bytes:
-            raise WorkloadError(f"the fetch returned {curl}, expected {size_bytes} bytes with status 200")
         time.sleep(max(0.2, params["tail_rtts"] * prof.rtt_s))
         use = link_use(queue_before, session.queue_counters("down"), time.monotonic() - t2, prof.rate_bps("down"))
         return WorkloadResult(
-            spec={"short": {"server_port": HTTP_PORT, "size_bytes": size_bytes},
-                  "long": {"server_port": IPERF_PORT} if params["long_flow"] else None,
-                  "rtt_s": prof.rtt_s, "rate_bps": prof.rate_bps("down")},
-            app={"curl": curl},
+            spec=competing_spec(apps, size_bytes, params["long_flow"], prof.rtt_s, prof.rate_bps("down")),
+            app=app,
             extra={"link_use": use, "load_shaper": shaper.as_dict() if shaper else None})
+
+
+def is_quic(variant: Variant) -> bool:
+    """Does the variant's sender run a QUIC endpoint?"""
+    return variant.declared("server", EndHostDefaults()).transport == "quic"
+
+
+def competing_spec(apps, size_bytes: int, long_flow: bool, rtt_s: float, rate_bps: float) -> dict:
+    """What the analysis needs to find the run's flows: ports, size, and for QUIC the
+    endpoints' report files (its FCT and counters come from them). A TCP run's spec has
+    no transport key, as runs recorded before QUIC existed."""
+    files = apps.spec()
+    spec = {"short": {"server_port": apps.short_port, "size_bytes": size_bytes, **files.get("short", {})},
+            "long": {"server_port": apps.long_port, **files.get("long", {})} if long_flow else None,
+            "rtt_s": rtt_s, "rate_bps": rate_bps}
+    if apps.transport != "tcp":
+        spec["transport"] = apps.transport
+    return spec
 
 
 class _Undo:

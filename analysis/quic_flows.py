@@ -1,0 +1,124 @@
+"""QUIC flows over the UDP datagram columns of analysis.packets.
+
+QUIC encrypts everything a TCP analysis reads (sequence and acknowledgement numbers,
+retransmissions), so a QUIC flow on the wire is what remains visible: one direction of a
+UDP 4-tuple, its datagrams' sizes and times, and whether a datagram starts with a long
+(handshake) header. What the wire cannot tell — which bytes are new, which packets were
+resent — comes from the endpoints' own counters, cross-checked against the wire where
+both count the same thing (datagrams and bytes sent) and kept beside it where they need not
+agree (packets lost: a sender may declare a loss spuriously).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from analysis.flows import FourTuple
+from analysis.flows import rolling_mbps as _rolling
+from analysis.packets import Datagrams
+
+UDP_HEADER = 8
+# The first flight ends at the first datagram the receiver sends this share of an RTT or
+# more after the flight began: nothing it sends earlier can acknowledge the flight's data
+# (see first_flight).
+ACK_RTT_SHARE = 0.9
+# Small packets of the flight (HANDSHAKE_DONE, acknowledgements) may add up to one datagram
+# when the flight is counted in bytes ÷ datagram size.
+FLIGHT_TOLERANCE_DATAGRAMS = 1
+
+
+def reverse(t: FourTuple) -> FourTuple:
+    return (t[1], t[0], t[3], t[2])
+
+
+def tuple_mask(dg: Datagrams, t: FourTuple) -> np.ndarray:
+    return (dg["src"] == t[0]) & (dg["dst"] == t[1]) & (dg["sport"] == t[2]) & (dg["dport"] == t[3])
+
+
+def payload(dg: Datagrams) -> np.ndarray:
+    """UDP payload bytes of every datagram (from the UDP length: true under a short snap)."""
+    return dg["ulen"].astype(np.int64) - UDP_HEADER
+
+
+def from_port(dg: Datagrams, port: int) -> FourTuple | None:
+    """The 4-tuple sent from `port` that carried the most bytes (a server's flow toward its
+    client), None if no datagram left that port."""
+    m = dg["sport"] == port
+    if not m.any():
+        return None
+    cols = np.stack([np.asarray(dg[c][m], dtype=np.int64) for c in ("src", "dst", "sport", "dport")], axis=1)
+    keys, group = np.unique(cols, axis=0, return_inverse=True)
+    totals = np.bincount(group.reshape(-1), weights=payload(dg)[m], minlength=len(keys))
+    k = keys[int(np.argmax(totals))]
+    return (int(k[0]), int(k[1]), int(k[2]), int(k[3]))
+
+
+def first_time(dg: Datagrams, t: FourTuple) -> float:
+    """Time of the first datagram of `t` (NaN if none)."""
+    m = tuple_mask(dg, t)
+    return float(dg["ts"][m].min()) if m.any() else float("nan")
+
+
+def sent(dg: Datagrams, t: FourTuple) -> dict[str, int]:
+    """Datagrams and UDP payload bytes of one direction at this capture point."""
+    m = tuple_mask(dg, t)
+    return {"datagrams": int(m.sum()), "bytes": int(payload(dg)[m].sum())}
+
+
+def bytes_in_window(dg: Datagrams, t: FourTuple, t0: float, t1: float) -> int:
+    """UDP payload bytes of `t` with t0 <= ts <= t1 (resent data included: the wire cannot
+    tell it apart)."""
+    m = tuple_mask(dg, t) & (dg["ts"] >= t0) & (dg["ts"] <= t1)
+    return int(payload(dg)[m].sum())
+
+
+def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
+                 resent_bytes: int = 0) -> dict[str, int]:
+    """The sender's first flight of 1-RTT data, read next to the sender (before the queue).
+
+    It starts with the sender's first short-header datagram after the receiver's last
+    long-header one before it (the receiver's handshake Finished, which its request
+    follows: a server has nothing to send before it) and ends at the first datagram of the
+    receiver at least ACK_RTT_SHARE × `rtt_s` (the path's minimum RTT) later: no earlier
+    datagram can acknowledge data of the flight, while the receiver acknowledges what came
+    before the flight with its Finished or within its ack delay (25 ms), so 0.9 × `rtt_s`
+    must exceed that (every profile's RTT here does but lab-1g's 20 ms, where a delayed
+    acknowledgement could cut a flight short and fail its check, never pass it).
+
+    `segments` is the flight's UDP payload in datagrams of `datagram_size` (rounded up);
+    `total_segments` the same over the whole flow from the flight's start, less
+    `resent_bytes` (what the sender resent, by its own count: the wire cannot tell resent
+    data apart, and a flight is compared with the flow's data, not its resends). No resend
+    can be in the flight itself: a loss is declared on an acknowledgement or a probe
+    timeout, neither of which comes before the flight's end.
+    """
+    empty = {"segments": 0, "bytes": 0, "datagrams": 0, "total_segments": 0,
+             "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS}
+    ts, size = dg["ts"], payload(dg)
+    out = tuple_mask(dg, t) & (dg["qlong"] == 0)
+    back = tuple_mask(dg, reverse(t))
+    if not out.any():
+        return empty
+    full = out & (size >= datagram_size)
+    first_data = float(ts[full].min()) if full.any() else float(ts[out].min())
+    requests = back & (dg["qlong"] == 1) & (ts <= first_data)
+    since = float(ts[requests].max()) if requests.any() else float("-inf")
+    after = out & (ts >= since)
+    start = float(ts[after].min())
+    acks = back & (ts >= start + ACK_RTT_SHARE * rtt_s)
+    end = float(ts[acks].min()) if acks.any() else float("inf")
+    flight = after & (ts < end)
+    nbytes = int(size[flight].sum())
+    total = max(nbytes, int(size[after].sum()) - int(resent_bytes))
+    d = max(1, int(datagram_size))
+    return {"segments": math.ceil(nbytes / d), "bytes": nbytes, "datagrams": int(flight.sum()),
+            "total_segments": math.ceil(total / d), "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS}
+
+
+def rolling_mbps(dg: Datagrams, t: FourTuple | None, window_s: float, at: np.ndarray) -> np.ndarray:
+    """Rolling one-window rate of `t`'s UDP payload (zeros for an absent flow)."""
+    if t is None:
+        return np.zeros(len(at))
+    m = tuple_mask(dg, t)
+    return _rolling(np.asarray(dg["ts"][m]), payload(dg)[m], window_s, at)

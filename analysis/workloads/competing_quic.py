@@ -1,0 +1,180 @@
+"""Per-run metrics of the competing workload when both flows are QUIC (transport: quic).
+
+The same metrics as over TCP (analysis/workloads/competing.py), from what QUIC leaves
+visible: the flow under test's FCT from its client's JSON report (connection start to the
+last object byte); its losses at the bottleneck from the datagrams seen before the queue
+and missing after it (matched by hash: flows.datagrams_lost); its retransmissions and
+transfer inflation from its server's counters (the wire cannot tell resent data apart);
+fairness and the rolling throughput from the datagrams arriving at the clients' switch.
+Where the endpoints and the wire count the same thing they are cross-checked: the
+datagrams a server sent (its counter) against those the capture before the queue saw.
+
+Each flow also carries what its endpoints reported about its start (the controller the
+server ran, its start window, the hint the client sent and the server received) next to
+the first flight measured on the wire, for the run's checks (analysis/fidelity.py).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from analysis import flows, quic_flows
+from analysis.flows import FourTuple
+from analysis.packets import Capture, load
+from machine.errors import UserError
+from results.schema import CAPTURE_FILES
+
+LEAD_S = 1.0
+STEP_S = 0.005
+MAX_SAMPLES = 5000
+IPV4_UDP_HEADERS = 28
+
+
+def datagram_size(mtu: int) -> int:
+    return mtu - IPV4_UDP_HEADERS
+
+
+def client_report(path: Path) -> dict:
+    """The client's JSON object (the last JSON line of its log)."""
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        raise UserError(f"QUIC client report missing: {path}") from None
+    for line in reversed(lines):
+        if line.strip().startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    raise UserError(f"{path}: no JSON report of the QUIC client")
+
+
+def server_connection(path: Path) -> dict:
+    """The server's line of the run's connection: the established one that sent the most."""
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        raise UserError(f"QUIC server report missing: {path}") from None
+    conns = []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if doc.get("event") == "connection" and doc.get("established"):
+            conns.append(doc)
+    if not conns:
+        raise UserError(f"{path}: the QUIC server reported no established connection")
+    return max(conns, key=lambda c: c.get("sent_bytes") or 0)
+
+
+def inflation(server: dict) -> Optional[float]:
+    """Bytes the server sent ÷ the bytes it would have sent had nothing been declared lost
+    (QUIC resends the frames of lost packets in new ones)."""
+    sent, lost = server.get("sent_bytes"), server.get("lost_bytes")
+    if not sent or lost is None or sent <= lost:
+        return None
+    return sent / (sent - lost)
+
+
+def _flow(caps: dict[str, Capture], port: int, what: str) -> FourTuple:
+    t = quic_flows.from_port(caps["client"].datagrams, port)
+    if t is None:
+        raise UserError(f"{caps['client'].path}: no QUIC datagram from server port {port} (the {what} flow)")
+    if not quic_flows.tuple_mask(caps["bneck_in"].datagrams, t).any():
+        raise UserError(f"{caps['bneck_in'].path}: the {what} flow seen at the client is missing here")
+    return t
+
+
+def flow_figures(caps: dict[str, Capture], t: FourTuple, server: dict, client: dict, rtt_s: float,
+                 size: int) -> tuple[dict, dict]:
+    """(bottleneck and endpoint figures, first-flight block) of one QUIC flow."""
+    before, after = caps["bneck_in"].datagrams, caps["bneck_out"].datagrams
+    loss = flows.datagrams_lost(before, after).get(t)
+    wire = quic_flows.sent(before, t)
+    # The path's minimum RTT bounds when the flight's first acknowledgement can come back; the
+    # handshake's RTT may be a full queue's, which drains while the flight is out (measured:
+    # handshake 100 ms, first acknowledgement 69 ms after the flight began, on dsl-fast).
+    min_rtt = min(rtt_s, (server.get("handshake_rtt_ms") or float("inf")) / 1e3)
+    flight = quic_flows.first_flight(before, t, min_rtt, size, int(server.get("lost_bytes") or 0))
+    cwnd = server.get("cwnd_start_bytes")
+    figures = {
+        "lost_pkts": loss.count if loss else 0,
+        "retx_pkts": int(server.get("retransmitted_packets") or 0),
+        "inflation": inflation(server),
+        "wire_sent_datagrams": wire["datagrams"],
+        "wire_sent_bytes": wire["bytes"],
+        "endpoint": {k: server.get(k) for k in (
+            "cc", "sent_datagrams", "sent_bytes", "lost_packets", "lost_bytes", "retransmitted_packets",
+            "congestion_events", "handshake_rtt_ms", "hint_kbps", "hint_tech", "hint_applied",
+            "cwnd_start_bytes", "ssthresh_start_bytes", "cc_reductions", "hystart_exit")},
+    }
+    block = {"first_flight": flight,
+             "reported_segments": math.ceil(cwnd / size) if cwnd else None,
+             "hint_sent_kbps": client.get("hint_kbps"), "hint_received_kbps": server.get("hint_kbps"),
+             "sent_datagrams_wire": wire["datagrams"], "sent_datagrams_endpoint": server.get("sent_datagrams"),
+             "sent_bytes_wire": wire["bytes"], "sent_bytes_endpoint": server.get("sent_bytes")}
+    return figures, block
+
+
+def _throughput(dg, short: FourTuple, long: Optional[FourTuple], syn: float, end: float, rtt_s: float) -> dict:
+    first = float(np.min(dg["ts"])) if len(dg) else syn
+    t0 = max(first, syn - LEAD_S)
+    t1 = end + rtt_s
+    step = max(STEP_S, (t1 - t0) / MAX_SAMPLES)
+    at = np.arange(t0, t1 + step / 2, step)
+    return {"t": np.round(at - syn, 6).tolist(),
+            "short_mbps": np.round(quic_flows.rolling_mbps(dg, short, rtt_s, at), 3).tolist(),
+            "long_mbps": np.round(quic_flows.rolling_mbps(dg, long, rtt_s, at), 3).tolist(),
+            "window_s": rtt_s}
+
+
+def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]:
+    """Metrics of one QUIC run, shaped as the TCP ones (short, long, fairness_ratio,
+    throughput, counts, flows) so summary, report and compare need no second path."""
+    run_dir = Path(run_dir)
+    for name in CAPTURE_FILES.values():
+        if not (run_dir / name).is_file():
+            raise UserError(f"capture missing: {run_dir / name}")
+    caps = {k.replace("-", "_"): load(run_dir / f) for k, f in CAPTURE_FILES.items()}
+    rtt_s, size = float(spec["rtt_s"]), datagram_size(mtu)
+
+    s = spec["short"]
+    client = client_report(run_dir / s["client_log"])
+    server = server_connection(run_dir / s["server_log"])
+    if client.get("fct_s") is None:
+        raise UserError(f"{run_dir / s['client_log']}: the fetch did not complete (no FCT)")
+    short = _flow(caps, int(s["server_port"]), "short")
+    syn = quic_flows.first_time(caps["client"].datagrams, quic_flows.reverse(short))
+    if math.isnan(syn):
+        raise UserError(f"{caps['client'].path}: the short flow's first client datagram was not captured")
+    end = syn + float(client["fct_s"])
+    figures, block = flow_figures(caps, short, server, client, rtt_s, size)
+    short_out = {"fct_s": float(client["fct_s"]), "bytes": int(client["bytes"]),
+                 "complete": bool(client.get("complete")) and int(client["bytes"]) >= int(s["size_bytes"]),
+                 "syn_ts": syn, "end_ts": end, **figures}
+    blocks = {"short": block}
+
+    long = long_out = fairness = None
+    if spec.get("long"):
+        lspec = spec["long"]
+        long = _flow(caps, int(lspec["server_port"]), "long")
+        lclient = client_report(run_dir / lspec["client_log"])
+        lserver = server_connection(run_dir / lspec["server_log"])
+        lfig, blocks["long"] = flow_figures(caps, long, lserver, lclient, rtt_s, size)
+        long_out = {"bytes": int(lclient.get("bytes") or 0), **lfig}
+        dg = caps["client"].datagrams
+        long_in = quic_flows.bytes_in_window(dg, long, syn, end)
+        fairness = quic_flows.bytes_in_window(dg, short, syn, end) / long_in if long_in else None
+
+    throughput = _throughput(caps["client"].datagrams, short, long, syn, end, rtt_s)
+    throughput["rate_mbps"] = float(spec["rate_bps"]) / 1e6
+    counts = {name: {k: cap.packets.meta.get(k) for k in ("tcp_packets", "udp_datagrams", "truncated_records")}
+              for name, cap in caps.items()}
+    return {"transport": "quic", "short": short_out, "long": long_out, "fairness_ratio": fairness,
+            "throughput": throughput, "counts": counts, "quickstart": None,
+            "time_sequence": {"t": [], "seq": [], "retx": [], "stride": 1}, "flows": blocks}

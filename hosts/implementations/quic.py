@@ -1,0 +1,102 @@
+"""QUIC endpoints (startlab-quic-server / -client, hosts/quic): the paper's own transport.
+
+Unlike the kernel schemes, nothing is installed in the namespace: the scheme is the
+endpoint program, so this part says how the workload must start it (`endpoint_args`) and
+checks that it is built. The server runs the paper's baseline, CUBIC from 32 datagrams
+paced as Google QUIC (`cc: cubic-iw32`), or Blitzstart (`cc: blitz`: cwnd = hint × the
+handshake RTT, ssthresh = cwnd, paced over 75 % of the RTT). The client sends the hint —
+`factor` × the profile's true bottleneck rate in kbit/s, unless `hint_kbps` gives it
+outright, and the access technology (`auto`: the profile's, e.g. dsl on dsl-fast) — in
+the request header of its stream (hosts/quic/src/request.rs): quinn 0.11 cannot carry a
+custom transport parameter, and the request is the client's first 1-RTT data, so the
+server holds the hint before its first response byte.
+
+The kernel's sock_diag cannot see a QUIC connection's congestion control, so the server
+part declares transport 'quic': the run checks the controller the server itself reports
+per connection (Blitzstart only where the hint arrived and was applied) and the first
+flight it measures on the wire (hosts/quic_endpoints.py, analysis/fidelity.py).
+"""
+from __future__ import annotations
+
+from hosts.implementations.base import Declared, Implementation, InstallContext, Param
+from machine import binaries
+from wire.blitzstart import TECHNOLOGIES, access_technology, hint_kbps
+
+SERVER_BIN, CLIENT_BIN = "startlab-quic-server", "startlab-quic-client"
+CONTROLLERS = ("cubic-iw32", "blitz")
+IW_DATAGRAMS = 32                     # the server's initial window without a hint
+IPV4_UDP_HEADERS = 28
+
+
+def udp_payload(mtu: int) -> int:
+    """The datagram size that fills one IP packet of the path (1472 on 1500 bytes)."""
+    return mtu - IPV4_UDP_HEADERS
+
+
+class Quic(Implementation):
+    name = "quic"
+    summary = "startlab's QUIC endpoints (quinn): CUBIC IW32 paced as Google QUIC, or Blitzstart with the client's hint"
+    roles = ("server", "client")
+    params = {
+        "cc": Param("cubic-iw32", "server: congestion controller", choices=CONTROLLERS),
+        "pacing": Param("paper", "server: 'paper' (a window over ss_pacing_rtt / ca_pacing_rtt of an RTT) or "
+                                 "'quinn' (quinn's pacer unchanged: 0.8 RTT)", choices=("paper", "quinn")),
+        "ss_pacing_rtt": Param(0.5, "server: share of an RTT a slow-start window is paced over", low=0.05, high=0.8),
+        "ca_pacing_rtt": Param(0.75, "server: share of an RTT a congestion-avoidance (and Blitzstart) window is "
+                                     "paced over", low=0.05, high=0.8),
+        "hystart": Param(True, "server: HyStart's delay-increase exit from slow start"),
+        "factor": Param(0.0, "client: hint as a factor of the profile's true bottleneck rate (0 = no hint)",
+                        low=0.0, high=100.0),
+        "hint_kbps": Param(0, "client: the hint in kbit/s outright (0 = use factor)", low=0, high=2 ** 32 - 1,
+                           integer=True),
+        "tech": Param("auto", "client: access technology sent with the hint ('auto': the profile's)",
+                      choices=("auto", *TECHNOLOGIES)),
+    }
+
+    def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        # The scheme is the program: check it is there now, not when the traffic starts.
+        name = SERVER_BIN if role == "server" else CLIENT_BIN
+        if binaries.built(name) is None:
+            raise RuntimeError(f"{binaries.RELEASE / name} is not built; {binaries.BUILD_HINT}")
+        udp_payload_checked(ctx.mtu)
+
+    def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        """Nothing to undo: the endpoints are processes the workload's session stops."""
+
+    def endpoint_args(self, role: str, params: dict, ctx: InstallContext) -> list[str]:
+        args = ["--udp-payload", str(udp_payload_checked(ctx.mtu))]
+        if role == "server":
+            return args + ["--cc", params["cc"], "--pacing", params["pacing"],
+                           "--ss-pacing-rtt", f"{params['ss_pacing_rtt']:g}",
+                           "--ca-pacing-rtt", f"{params['ca_pacing_rtt']:g}",
+                           "--hystart", "on" if params["hystart"] else "off"]
+        kbps = client_hint_kbps(params, ctx.rate_bps)
+        if kbps is None:
+            return args
+        tech = access_technology(ctx.profile) if params["tech"] == "auto" else params["tech"]
+        return args + ["--hint-kbps", str(kbps), "--tech", tech]
+
+    def declares(self, role, params, defaults) -> Declared | None:
+        if role != "server":
+            return None
+        # Blitzstart sizes its first flight itself (hint × RTT, checked against the window
+        # the server reports); the baseline's is its 32 datagrams.
+        iw = IW_DATAGRAMS if params["cc"] == "cubic-iw32" else None
+        return Declared(cc=(params["cc"],), iw=iw, transport="quic")
+
+
+def client_hint_kbps(params: dict, rate_bps: float) -> int | None:
+    """The hint a client with these parameters sends on a path of `rate_bps` (None: no hint)."""
+    if params["hint_kbps"]:
+        return int(params["hint_kbps"])
+    if params["factor"] > 0:
+        return hint_kbps(rate_bps, float(params["factor"]))
+    return None
+
+
+def udp_payload_checked(mtu: int) -> int:
+    """The path's datagram size, refused below QUIC's 1200-byte minimum (RFC 9000 §14)."""
+    size = udp_payload(mtu)
+    if size < 1200:
+        raise RuntimeError(f"an MTU of {mtu} bytes leaves {size}-byte datagrams, below QUIC's 1200-byte minimum")
+    return size

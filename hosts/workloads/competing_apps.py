@@ -1,0 +1,105 @@
+"""The applications of the competing workload per transport: one interface, two sets.
+
+The workload's traffic is the same whatever the transport (Pantheon's way: the scheme is
+a parameter of one experiment, not a second experiment): a long flow from sv2 to cl2
+fills the bottleneck, then cl1 fetches one object from sv1. Only the programs differ:
+
+  tcp   lighttpd on sv1 and curl (HTTP/1.1) on cl1; iperf3 -R from sv2 to cl2;
+  quic  startlab-quic-server on sv1 and a one-object startlab-quic-client on cl1; a second
+        server on sv2 and a long-running client on cl2 (the paper: both flows QUIC).
+
+A QUIC application takes its arguments from the variant installed on its node (the
+server's controller, the client's hint), so a QUIC variant's scheme is exactly what its
+endpoint runs, and a TCP variant on a QUIC run (or the reverse) is an error, never a
+silent default.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from hosts import quic_endpoints
+from hosts.apps import HTTP_PORT, IPERF_PORT, Iperf3Server, Lighttpd, curl_fetch, iperf3_reverse_client
+from hosts.process import NodeProcess
+from hosts.workloads.base import WorkloadError
+
+TRANSPORTS = ("tcp", "quic")
+
+
+class TcpApps:
+    transport = "tcp"
+    capture_filter = "tcp"
+    short_port, long_port = HTTP_PORT, IPERF_PORT
+
+    def serve_short(self, session, server, docroot: Path) -> None:
+        n = session.names
+        session.adopt("lighttpd", Lighttpd(server, n.server_ip(1), docroot, session.workdir, session.instance))
+
+    def serve_long(self, session, long_server) -> None:
+        session.adopt("iperf3 server", Iperf3Server(long_server, session.workdir, session.instance))
+
+    def report(self, which: str) -> Path | None:
+        """The endpoint report a flow is observed through (None: the kernel's sockets)."""
+        return None
+
+    def start_long(self, session, long_client, seconds: float, streams: int) -> NodeProcess:
+        return iperf3_reverse_client(long_client, session.names.server_ip(2), seconds, session.workdir,
+                                     session.instance, streams=streams)
+
+    def fetch(self, session, client, url_path: str, size_bytes: int, timeout_s: float) -> dict:
+        n = session.names
+        curl = curl_fetch(client, f"http://{n.server_ip(1)}:{HTTP_PORT}{url_path}", session.workdir,
+                          session.instance, timeout_s)
+        if curl.get("http_code") != 200 or int(curl.get("size_download", -1)) != size_bytes:
+            raise WorkloadError(f"the fetch returned {curl}, expected {size_bytes} bytes with status 200")
+        return {"curl": curl}
+
+    def spec(self) -> dict:
+        return {}
+
+
+class QuicApps:
+    transport = "quic"
+    capture_filter = "tcp or udp"
+    short_port, long_port = quic_endpoints.QUIC_PORT, quic_endpoints.LONG_QUIC_PORT
+    # Files in the run directory the analysis reads (FCT, the endpoints' counters).
+    FILES = {"short": {"server_log": "quic-server-sv1.jsonl", "client_log": "quic-client.json"},
+             "long": {"server_log": "quic-server-sv2.jsonl", "client_log": "quic-long-client.json"}}
+
+    def _server(self, session, node, index: int, port: int, which: str) -> None:
+        args = session.endpoint_args(node, "server")
+        session.adopt(f"QUIC server {node.name}", quic_endpoints.QuicServer(
+            node, session.names.server_ip(index), port, args, session.workdir / self.FILES[which]["server_log"],
+            session.workdir, session.instance, name=f"quic-server-{node.name}"))
+
+    def serve_short(self, session, server, docroot: Path) -> None:
+        self._server(session, server, 1, self.short_port, "short")
+
+    def serve_long(self, session, long_server) -> None:
+        self._server(session, long_server, 2, self.long_port, "long")
+
+    def report(self, which: str) -> Path:
+        return Path(self.FILES[which]["server_log"])
+
+    def start_long(self, session, long_client, seconds: float, streams: int) -> NodeProcess:
+        if streams != 1:
+            raise WorkloadError("a QUIC long flow is one connection (long_streams: 1)")
+        return quic_endpoints.long_client(long_client, session.names.server_ip(2), self.long_port,
+                                          session.endpoint_args(long_client, "client"), seconds,
+                                          session.workdir, session.instance, self.FILES["long"]["client_log"])
+
+    def fetch(self, session, client, url_path: str, size_bytes: int, timeout_s: float) -> dict:
+        report = quic_endpoints.fetch(client, session.names.server_ip(1), self.short_port, size_bytes,
+                                      session.endpoint_args(client, "client"), session.workdir, session.instance,
+                                      timeout_s, self.FILES["short"]["client_log"])
+        if report.get("bytes") != size_bytes or not report.get("complete"):
+            raise WorkloadError(f"the QUIC fetch got {report.get('bytes')} of {size_bytes} bytes")
+        return {"quic_client": report}
+
+    def spec(self) -> dict:
+        return {name: dict(files) for name, files in self.FILES.items()}
+
+
+def apps_for(transport: str) -> TcpApps | QuicApps:
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport '{transport}' (known: {', '.join(TRANSPORTS)})")
+    return QuicApps() if transport == "quic" else TcpApps()
