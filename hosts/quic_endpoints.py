@@ -16,6 +16,7 @@ from typing import Optional
 from hosts.implementations.quic import CLIENT_BIN, SERVER_BIN
 from hosts.process import NodeProcess, wait_until
 from machine import binaries
+from wire.quic_report import established_connections
 
 QUIC_PORT = 4433
 LONG_QUIC_PORT = 4434                  # the long flow's server: its own port, so captures tell the flows apart
@@ -91,19 +92,7 @@ def client_report(text: str) -> Optional[dict]:
 
 def server_connections(path: Path) -> list[dict]:
     """The established connections of a server's --stats file (missing file: none)."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if doc.get("event") == "connection" and doc.get("established"):
-            out.append(doc)
-    return out
+    return established_connections(path) or []
 
 
 def controller_kind(connection: dict) -> str:

@@ -27,6 +27,7 @@ from analysis.flows import FourTuple
 from analysis.packets import Capture, load
 from machine.errors import UserError
 from results.schema import CAPTURE_FILES
+from wire.quic_report import established_connections
 
 LEAD_S = 1.0
 STEP_S = 0.005
@@ -55,18 +56,9 @@ def client_report(path: Path) -> dict:
 
 def server_connection(path: Path) -> dict:
     """The server's line of the run's connection: the established one that sent the most."""
-    try:
-        lines = Path(path).read_text(errors="replace").splitlines()
-    except OSError:
-        raise UserError(f"QUIC server report missing: {path}") from None
-    conns = []
-    for line in lines:
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if doc.get("event") == "connection" and doc.get("established"):
-            conns.append(doc)
+    conns = established_connections(path)
+    if conns is None:
+        raise UserError(f"QUIC server report missing: {path}")
     if not conns:
         raise UserError(f"{path}: the QUIC server reported no established connection")
     return max(conns, key=lambda c: c.get("sent_bytes") or 0)
