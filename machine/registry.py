@@ -128,11 +128,15 @@ class Instance:
 
 @contextmanager
 def allowed_cc_lock():
-    """Serialises changes to tcp_allowed_congestion_control between instances."""
+    """Serialises changes to tcp_allowed_congestion_control between instances (a lock on
+    the registry directory itself: no lock file is left behind)."""
     REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
-    with open(REGISTRY_DIR / "allowed_cc.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    fd = os.open(REGISTRY_DIR, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 def new_instance() -> Instance:
