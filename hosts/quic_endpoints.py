@@ -9,14 +9,13 @@ it: the sock_diag watch that checks TCP flows has nothing to read for QUIC.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 from hosts.implementations.quic import CLIENT_BIN, SERVER_BIN
 from hosts.process import NodeProcess, wait_until
 from machine import binaries
-from wire.quic_report import established_connections
+from wire.quic_report import established_connections, last_json_object
 
 QUIC_PORT = 4433
 LONG_QUIC_PORT = 4434                  # the long flow's server: its own port, so captures tell the flows apart
@@ -80,14 +79,7 @@ def long_client(node, server_ip: str, port: int, args: list[str], seconds: float
 
 def client_report(text: str) -> Optional[dict]:
     """The client's JSON object from its log (stderr lines may surround it)."""
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    return None
+    return last_json_object(text)
 
 
 def server_connections(path: Path) -> list[dict]:

@@ -208,7 +208,6 @@ class RoundWatch(threading.Thread):
         super().__init__(daemon=True)
         self.inventory, self.hosts, self.number, self.progress = inventory, hosts, number, progress
         self.campaign_id = campaign_id
-        self.base = progress.done
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -226,7 +225,7 @@ class RoundWatch(threading.Thread):
                 done += int(last) if " | CHANGED | " in line and last.isdigit() else 0
             if self.halt.is_set():
                 break
-            self.progress.done, self.progress.finished_here = self.base + done, done
+            self.progress.set_done(done)
             self.progress.show(f"round {self.number} on {len(self.hosts)} hosts")
 
     def stop(self) -> None:

@@ -162,7 +162,7 @@ def run_lanes(campaign: Campaign, todo: list[Run], total: int, lanes: int,
         while any(p.poll() is None for _, p, _ in workers):
             done = sum(campaign.is_done(i) for i in ids)
             if done != shown:
-                progress.done, progress.finished_here = total - len(todo) + done, done
+                progress.set_done(done)
                 progress.show(f"{len(workers)} lanes")
                 shown = done
             time.sleep(1.0)

@@ -37,6 +37,11 @@ class Progress:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def set_done(self, done_here: int) -> None:
+        """Runs finished by workers elsewhere (lanes, fleet hosts): `done_here` since the start."""
+        self.done += done_here - self.finished_here
+        self.finished_here = done_here
+
     def advance(self) -> None:
         self.done += 1
         self.finished_here += 1

@@ -15,7 +15,6 @@ the first flight measured on the wire, for the run's checks (analysis/fidelity.p
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -27,31 +26,23 @@ from analysis.flows import FourTuple
 from analysis.packets import Capture, load
 from machine.errors import UserError
 from results.schema import CAPTURE_FILES
-from wire.quic_report import established_connections
+from wire.quic_report import established_connections, last_json_object, udp_payload
 
 LEAD_S = 1.0
 STEP_S = 0.005
 MAX_SAMPLES = 5000
-IPV4_UDP_HEADERS = 28
-
-
-def datagram_size(mtu: int) -> int:
-    return mtu - IPV4_UDP_HEADERS
 
 
 def client_report(path: Path) -> dict:
     """The client's JSON object (the last JSON line of its log)."""
     try:
-        lines = Path(path).read_text(errors="replace").splitlines()
+        text = Path(path).read_text(errors="replace")
     except OSError:
         raise UserError(f"QUIC client report missing: {path}") from None
-    for line in reversed(lines):
-        if line.strip().startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    raise UserError(f"{path}: no JSON report of the QUIC client")
+    report = last_json_object(text)
+    if report is None:
+        raise UserError(f"{path}: no JSON report of the QUIC client")
+    return report
 
 
 def server_connection(path: Path) -> dict:
@@ -133,7 +124,7 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]
         if not (run_dir / name).is_file():
             raise UserError(f"capture missing: {run_dir / name}")
     caps = {k.replace("-", "_"): load(run_dir / f) for k, f in CAPTURE_FILES.items()}
-    rtt_s, size = float(spec["rtt_s"]), datagram_size(mtu)
+    rtt_s, size = float(spec["rtt_s"]), udp_payload(mtu)
 
     s = spec["short"]
     client = client_report(run_dir / s["client_log"])

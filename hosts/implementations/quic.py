@@ -21,16 +21,11 @@ from __future__ import annotations
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from machine import binaries
 from wire.blitzstart import TECHNOLOGIES, access_technology, hint_kbps
+from wire.quic_report import udp_payload
 
 SERVER_BIN, CLIENT_BIN = "startlab-quic-server", "startlab-quic-client"
 CONTROLLERS = ("cubic-iw32", "blitz")
 IW_DATAGRAMS = 32                     # the server's initial window without a hint
-IPV4_UDP_HEADERS = 28
-
-
-def udp_payload(mtu: int) -> int:
-    """The datagram size that fills one IP packet of the path (1472 on 1500 bytes)."""
-    return mtu - IPV4_UDP_HEADERS
 
 
 class Quic(Implementation):
