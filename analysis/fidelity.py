@@ -47,6 +47,12 @@ def flow_checks(meta: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str,
         iw = flow.get("declared_iw")
         check["first_flight_segments"] = flights[0]["segments"] if len(flights) == 1 else None
         check["observed_by"] = flow.get("observed_by", "kernel")
+        # A flight a loss disturbed (a retransmitted handshake, part of it dropped at the queue)
+        # says nothing about the initial window: counted, not checked.
+        disturbed = [f for f in flights if f.get("disturbed")]
+        if disturbed:
+            check["iw_unchecked"] = len(disturbed)
+        flights = [f for f in flights if not f.get("disturbed")]
         if iw is not None and flights:
             wrong = [f for f in flights if not _flight_fits(f, int(iw))]
             check.update(connections=len(flights), expected_segments=min(int(iw), int(flights[0]["total_segments"])),

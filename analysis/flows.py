@@ -204,6 +204,26 @@ def with_endpoint(conns: Connections, ip: str, port: int) -> int | None:
     return int(hits[-1]) if len(hits) else None
 
 
+class ConnIndex:
+    """The connections a capture saw open, by initiator address and port, for matching an
+    application's log to a capture: a lookup is O(1) (a run may have tens of thousands), and
+    where the initiator reused a port within the capture (a hundred connections from one
+    host reuse one of ~28,000 ephemeral ports with a chance of ~16 %) the connection whose
+    SYN is nearest the logged start wins, not the last one as with_endpoint."""
+
+    def __init__(self, conns):
+        self.syn = conns["syn_ts"]
+        self.by_key: dict[tuple[int, int], list[int]] = {}
+        for c in np.flatnonzero(~np.isnan(self.syn)):
+            self.by_key.setdefault((int(conns["src"][c]), int(conns["sport"][c])), []).append(int(c))
+
+    def find(self, ip: int, port: int, t: float) -> int | None:
+        hits = self.by_key.get((ip, port))
+        if not hits:
+            return None
+        return min(hits, key=lambda c: abs(float(self.syn[c]) - t))
+
+
 def max_in_flight(pk: Packets, conn: int, direction: int) -> int:
     """Most bytes of one direction sent and not yet acknowledged, read where both the data
     and the returning ACKs pass (next to the sender): what bounded the sender's window."""
@@ -235,16 +255,88 @@ def first_flight(pk: Packets, conn: int, direction: int, mss: int, after: float 
     can expect min(initial window, total_segments). With `after`, the flight that started
     at that time (a restart after idle).
     """
+    flight = first_flight_mask(pk, conn, direction, after)
+    data = flow_mask(pk, conn, direction) & (pk["payload"] > 0) & (pk["retx"] == 0) & (pk["ts"] >= after)
+    return {"segments": segments_of(pk["payload"][flight], mss),
+            "bytes": int(pk["payload"][flight].sum(dtype=np.int64)),
+            "total_segments": segments_of(pk["payload"][data], mss)}
+
+
+def first_flight_mask(pk: Packets, conn: int, direction: int, after: float = float("-inf")) -> np.ndarray:
+    """The packets of first_flight: new data of the direction sent before the first ACK of
+    that data came back (from `after` on)."""
     ts = pk["ts"]
     data = flow_mask(pk, conn, direction) & (pk["payload"] > 0) & (pk["retx"] == 0) & (ts >= after)
     if not data.any():
-        return {"segments": 0, "bytes": 0, "total_segments": 0}
+        return data
     first_seq = int(pk["seq"][data][0])
     back = (pk["conn"] == conn) & (pk["dir"] != direction) & ((pk["flags"] & ACK_FLAG) != 0)
     advance = (pk["ack"].astype(np.int64) - first_seq) % (1 << 32)
     acks = back & (advance > 0) & (advance < (1 << 31))
     t_ack = float(ts[acks][0]) if acks.any() else float("inf")
-    flight = data & (ts < t_ack)
-    return {"segments": segments_of(pk["payload"][flight], mss),
-            "bytes": int(pk["payload"][flight].sum(dtype=np.int64)),
-            "total_segments": segments_of(pk["payload"][data], mss)}
+    return data & (ts < t_ack)
+
+
+def handshake_retransmitted(pk: Packets, conn: int) -> bool:
+    """Did the connection's SYN or SYN-ACK go out more than once (seen at this capture)?
+    A sender whose handshake was retransmitted starts from one segment (RFC 5681 §3.1,
+    Linux's tcp_init_transfer), whatever its initial window."""
+    m = pk["conn"] == conn
+    syn = (pk["flags"] & 0x12) == 0x02
+    synack = (pk["flags"] & 0x12) == 0x12
+    return bool((m & syn).sum() > 1 or (m & synack).sum() > 1)
+
+
+def first_flight_disturbed(before: Packets, conn: int, direction: int, after: Packets, conn_after: int | None,
+                           dir_after: int) -> str:
+    """Why a connection's first flight (at `before`, next to its sender) says nothing about
+    its initial window, '' if it does: its handshake was retransmitted, or the queue between
+    `before` and `after` dropped part of the flight (the duplicate ACKs then release new
+    segments by limited transmit before any ACK of new data). Under load both happen to
+    correct senders, as does a tail loss probe when the first ACK is delayed by a queue beyond
+    two SRTTs (the probe is a new segment); a check of the initial window skips such flights
+    and counts them."""
+    if handshake_retransmitted(before, conn):
+        return "handshake retransmitted"
+    flight = first_flight_mask(before, conn, direction)
+    if flight.any() and segments_missing(subset(before, flight), conn, direction, after, conn_after, dir_after):
+        return "first flight lost at the queue"
+    rtt = handshake_rtt(before, conn, direction)
+    if flight.any() and rtt is not None:
+        ts = before["ts"][flight]
+        if float(ts.max() - ts.min()) > PROBE_AFTER_RTTS * rtt:
+            return "probe timeout before the first ACK"
+    return ""
+
+
+# A segment of a first flight sent this many handshake RTTs after its first one came from a
+# probe timeout (a tail loss probe fires at 2 SRTT without an ACK), not from the initial
+# window, which leaves within one RTT even when paced over it.
+PROBE_AFTER_RTTS = 1.5
+
+
+def handshake_rtt(pk: Packets, conn: int, direction: int) -> float | None:
+    """The RTT the sender of `direction` (the responder) measured on the handshake, read next
+    to it: its SYN-ACK to the initiator's first ACK after it; None if not seen."""
+    m = pk["conn"] == conn
+    synack = m & (pk["dir"] == direction) & ((pk["flags"] & 0x12) == 0x12)
+    if not synack.any():
+        return None
+    t0 = float(pk["ts"][synack][0])
+    back = m & (pk["dir"] != direction) & ((pk["flags"] & ACK_FLAG) != 0) & (pk["ts"] > t0)
+    return float(pk["ts"][back][0]) - t0 if back.any() else None
+
+
+def transmissions_lost(before: Packets, mask_before: np.ndarray, after: Packets, mask_after: np.ndarray) -> np.ndarray:
+    """For each packet of `before` selected by `mask_before` (in order): True if no packet
+    of `after` (among `mask_after`) is the same transmission — same addresses, ports,
+    sequence number, payload length and IP ID (a retransmission has a new IP ID). For many
+    connections at once, e.g. every data segment that reached a queue against those that
+    left it."""
+    def rows(pk: Packets, m: np.ndarray) -> np.ndarray:
+        cols = [pk[c][m].astype(np.uint32) for c in ("src", "dst", "seq")]
+        cols.append((pk["sport"][m].astype(np.uint32) << np.uint32(16)) | pk["dport"][m].astype(np.uint32))
+        cols.append((pk["payload"][m].astype(np.uint32) << np.uint32(16)) | pk["ipid"][m].astype(np.uint32))
+        a = np.ascontiguousarray(np.stack(cols, axis=1))
+        return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).ravel()
+    return ~np.isin(rows(before, mask_before), rows(after, mask_after))

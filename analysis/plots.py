@@ -27,7 +27,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -291,6 +291,26 @@ def load_figure(profile: str, size: int, rows: list[Row], variants: list[str], c
             ax.set_ylim(bottom=0)
     axes[-1].legend(fontsize=8)           # every variant has an FCT; the baseline no approvals
     return fig
+
+
+def sweep_line(ax: Axes, runs: list[RunRecord], variant: str, colour: str, get: Callable[[RunRecord], Optional[float]],
+               scale: float = 1.0, label: Optional[str] = None, **style: Any) -> None:
+    """One variant's per-run figure against the swept parameter: the mean over the runs at
+    each sweep value with its 95 % interval (runs where `get` gives None are left out)."""
+    points = sorted({r.sweep_value for r in runs if r.sweep_value is not None})
+    means, lows, highs = [], [], []
+    for x in points:
+        xs = [v * scale for r in runs if r.variant == variant and r.sweep_value == x
+              for v in [get(r)] if v is not None]
+        ci = stats.mean_ci(xs) if xs else None
+        m = stats.mean(xs) if xs else float("nan")
+        means.append(m)
+        lows.append(m - ci[0] if ci else 0.0)
+        highs.append(ci[1] - m if ci else 0.0)
+    if all(np.isnan(means)):
+        return                                  # nothing to draw for this variant (e.g. no Quick-Start)
+    ax.errorbar(points, means, yerr=[lows, highs], marker="o", capsize=3, color=colour, label=label or variant,
+                **style)
 
 
 def median_fct_run(runs: list[RunRecord]) -> RunRecord:

@@ -16,6 +16,8 @@ WORKLOADS: dict[str, tuple[str, str]] = {
     "bulk": ("hosts.workloads.bulk", "analysis.workloads.bulk"),
     "web": ("hosts.workloads.web", "analysis.workloads.web"),
     "bursty": ("hosts.workloads.bursty", "analysis.workloads.bursty"),
+    "arrivals": ("hosts.workloads.arrivals", "analysis.workloads.arrivals"),
+    "websessions": ("hosts.workloads.websessions", "analysis.workloads.websessions"),
 }
 
 

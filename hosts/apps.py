@@ -1,4 +1,5 @@
-"""The applications of the workloads: lighttpd (HTTP server), curl (client), iperf3 (bulk)."""
+"""The applications of the workloads: lighttpd (HTTP server), vsftpd (FTP server), curl
+(client), iperf3 (bulk)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,8 @@ from hosts.process import NodeProcess, wait_until
 
 HTTP_PORT = 80
 IPERF_PORT = 5201
+FTP_PORT = 21
+FTP_DATA_PORTS = (40000, 40999)     # vsftpd's passive data ports: FTP data connections are these
 
 
 def listening(node, port: int) -> bool:
@@ -64,6 +67,29 @@ class Lighttpd:
         conf.write_text("\n".join(lines + [""]))
         self.proc = start_server(node, ["lighttpd", "-D", "-f", str(conf)], HTTP_PORT, instance, "lighttpd",
                                  workdir / f"{name}.log")
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+class Vsftpd:
+    """vsftpd in a node: anonymous, read-only, passive FTP of `root` on FTP_PORT, data
+    connections from FTP_DATA_PORTS; config, log and its empty chroot in `workdir`.
+    The seccomp sandbox is off (it refuses to start inside the hosts' namespaces)."""
+
+    def __init__(self, node, bind_ip: str, root: Path, workdir: Path, instance, name: str = "vsftpd"):
+        empty = workdir / f"{name}-empty"
+        empty.mkdir(parents=True, exist_ok=True)
+        conf = workdir / f"{name}.conf"
+        conf.write_text("\n".join([
+            "listen=YES", "listen_ipv6=NO", f"listen_address={bind_ip}", f"listen_port={FTP_PORT}",
+            "background=NO", "anonymous_enable=YES", f"anon_root={root}", "no_anon_password=YES",
+            "local_enable=NO", "write_enable=NO", "pasv_enable=YES",
+            f"pasv_min_port={FTP_DATA_PORTS[0]}", f"pasv_max_port={FTP_DATA_PORTS[1]}",
+            "seccomp_sandbox=NO", f"secure_chroot_dir={empty}", "xferlog_enable=YES",
+            f"vsftpd_log_file={workdir / (name + '-xfer.log')}", "max_clients=0", "max_per_ip=0",
+            "connect_from_port_20=NO", ""]))
+        self.proc = start_server(node, ["vsftpd", str(conf)], FTP_PORT, instance, "vsftpd", workdir / f"{name}.log")
 
     def stop(self) -> None:
         self.proc.stop()

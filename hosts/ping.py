@@ -4,6 +4,14 @@ from __future__ import annotations
 import re
 import statistics
 
+# A base RTT is what was configured when its mean is within max(0.5 ms, 1 %) of it.
+RTT_TOLERANCE_MS = 0.5
+RTT_TOLERANCE_REL = 0.01
+
+
+def rtt_matches(measured_ms: float, configured_ms: float) -> bool:
+    return abs(measured_ms - configured_ms) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_REL * configured_ms)
+
 
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (nearest rank) of a non-empty list."""
@@ -12,24 +20,52 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def ping_rtts(node, ip: str, count: int, interval_s: float, size: int | None = None) -> list[float]:
-    """RTTs in ms of `count` pings from `node` to `ip` (the answered ones)."""
+def ping_output(node, ip: str, count: int, interval_s: float, size: int | None = None) -> str:
     size_arg = f" -s {size}" if size is not None else ""
-    out = node.cmd(f"ping -n -c {count} -i {interval_s} -W 5{size_arg} {ip}")
+    return node.cmd(f"ping -n -c {count} -i {interval_s} -W 5{size_arg} {ip}")
+
+
+def ping_rtts(node, ip: str, count: int, interval_s: float, size: int | None = None) -> list[float]:
+    """RTTs in ms of `count` pings from `node` to `ip` (the answered ones). ping prints each
+    to 3 significant digits (whole milliseconds from 100 ms on); summary() is exact to 1 µs."""
+    return samples(ping_output(node, ip, count, interval_s, size))
+
+
+def samples(out: str) -> list[float]:
     return [float(m) for m in re.findall(r"time=([\d.]+) ms", out)]
 
 
-def rtt_figures(rtts: list[float], configured_ms: float) -> dict:
-    return {"rtt_configured_ms": configured_ms, "rtt_mean_ms": round(statistics.fmean(rtts), 3),
-            "rtt_p99_ms": round(percentile(rtts, 99), 3), "rtt_min_ms": round(min(rtts), 3),
-            "rtt_samples": len(rtts)}
+def summary(out: str) -> dict[str, float] | None:
+    """min/avg/max of ping's closing line ("rtt min/avg/max/mdev = a/b/c/d ms"), in µs steps."""
+    m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", out)
+    return {"min": float(m.group(1)), "avg": float(m.group(2)), "max": float(m.group(3))} if m else None
 
 
-def path_rtt(node, ip: str, configured_ms: float, samples: int = 20) -> dict:
-    """Base RTT of a freshly built path: one warm-up ping, then `samples` spaced so they
+def rtt_figures(rtts: list[float], configured_ms: float, exact: dict[str, float] | None = None) -> dict:
+    """Mean, p99 and minimum of RTT samples; mean and minimum from ping's exact summary when given."""
+    return {"rtt_configured_ms": configured_ms,
+            "rtt_mean_ms": round(exact["avg"] if exact else statistics.fmean(rtts), 3),
+            "rtt_p99_ms": round(percentile(rtts, 99), 3),
+            "rtt_min_ms": round(exact["min"] if exact else min(rtts), 3), "rtt_samples": len(rtts)}
+
+
+def path_rtt(node, ip: str, configured_ms: float, count: int = 20) -> dict:
+    """Base RTT of a freshly built path: one warm-up ping, then `count` spaced so they
     never queue behind each other. Recorded in every run's meta.json."""
-    ping_rtts(node, ip, 1, 0.2)
-    rtts = ping_rtts(node, ip, samples, max(0.01, min(0.05, configured_ms / 10000)))
+    ping_output(node, ip, 1, 0.2)
+    out = ping_output(node, ip, count, max(0.01, min(0.05, configured_ms / 10000)))
+    rtts = samples(out)
     if not rtts:
         raise RuntimeError(f"the path to {ip} does not answer pings")
-    return rtt_figures(rtts, configured_ms)
+    return rtt_figures(rtts, configured_ms, summary(out))
+
+
+def pair_rtts(net, rtts_ms: dict[tuple[int, int], float], count: int = 10) -> dict[str, dict]:
+    """Base RTT of every (client i, server j) pair with a declared RTT of its own (a
+    multi-RTT path: web sessions' hosts), each with `ok` = within the tolerance."""
+    n = net.names
+    out = {}
+    for (i, j), rtt in sorted(rtts_ms.items()):
+        fig = path_rtt(net.host(n.client(i)), n.server_ip(j), rtt, count)
+        out[f"cl{i}-sv{j}"] = {**fig, "ok": rtt_matches(fig["rtt_mean_ms"], rtt)}
+    return out

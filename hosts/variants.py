@@ -32,15 +32,28 @@ class RolePart:
     params: dict
 
 
+@dataclass(frozen=True)
+class Mix:
+    """A variant that only a share of the connections run: `fraction` of a workload's
+    sending hosts get the variant's parts, the others variant `other` (Quick-Start Fig. 5's
+    runs where half the flows use Quick-Start). Workloads that can split say so (`mixes`)."""
+    fraction: float
+    other: str
+
+
 @dataclass
 class Variant:
     name: str
     summary: str
     parts: dict[str, RolePart] = field(default_factory=dict)   # role -> part
+    mix: Mix | None = None
 
     def describe(self) -> dict:
-        return {"summary": self.summary,
-                "roles": {role: {"impl": p.impl.name, **p.params} for role, p in self.parts.items()}}
+        out = {"summary": self.summary,
+               "roles": {role: {"impl": p.impl.name, **p.params} for role, p in self.parts.items()}}
+        if self.mix:
+            out["mix"] = {"fraction": self.mix.fraction, "other": self.mix.other}
+        return out
 
     def declared(self, role: str, defaults: EndHostDefaults) -> Declared:
         """What a node of `role` with this variant claims its connections run: its part's
@@ -92,8 +105,12 @@ class Variant:
 
 def parse_variant(path: Path | str, name: str, fields: Fields) -> Variant:
     """A variant from its YAML mapping, every bad field reported with file and line."""
-    fields.unknown({"summary", *ROLES})
+    fields.unknown({"summary", "mix", *ROLES})
     variant = Variant(name=name, summary=fields.text("summary", ""))
+    if fields.has("mix"):
+        mix = fields.sub("mix")
+        mix.unknown({"fraction", "other"})
+        variant.mix = Mix(fraction=float(mix.number("fraction", low=0.0, high=1.0)), other=mix.text("other"))
     for role in ROLES:
         if not fields.has(role):
             continue

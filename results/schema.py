@@ -33,6 +33,10 @@ REPORT_HTML, REPORT_MD, PLOTS_DIR = "report.html", "report.md", "plots"
 # The standard capture points of a run (topologies.network.Network.capture_points) and
 # their files: the clients' uplink, and both sides of the downstream bottleneck queue.
 CAPTURE_FILES = {"client": "cap-client.pcap", "bneck-in": "cap-bneck-in.pcap", "bneck-out": "cap-bneck-out.pcap"}
+# Two-way workloads also capture what the clients send: at the servers' downlink and
+# around the upstream bottleneck queue (Network.upstream_capture_points).
+UPSTREAM_CAPTURE_FILES = {"server": "cap-server.pcap", "bneck-up-in": "cap-bneck-up-in.pcap",
+                          "bneck-up-out": "cap-bneck-up-out.pcap"}
 
 # A run's status in meta.json: "captured" once the traffic ran, "done" once analysed.
 DONE, CAPTURED = "done", "captured"

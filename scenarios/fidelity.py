@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from hosts.apps import Iperf3Server, iperf3_reverse_client
-from hosts.ping import percentile, ping_rtts
+from hosts.ping import percentile, ping_rtts, rtt_matches
 from hosts.process import NodeProcess
 from topologies.network import Network
 from topologies.profiles import LinkProfile
@@ -32,8 +32,6 @@ from topologies.shapers import Shaper
 from wire.tcpip import ETH_HEADER
 
 RATE_TOLERANCE = 0.01                 # delivered rate within 1 % of the configured one
-RTT_TOLERANCE_MS = 0.5                # base RTT mean within max(0.5 ms, 1 %) of the configured one
-RTT_TOLERANCE_REL = 0.01
 QUEUE_TOLERANCE_FRAMES = 1.0          # loaded RTT within one frame's drain time (or the bucket's) …
 QUEUE_TOLERANCE_REL = 0.02            # … + 2 % of the expected loaded RTT
 LATE_P99_US = 1000                    # the delay element's lateness p99 at most 1 ms
@@ -233,7 +231,7 @@ def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: 
     checks = {
         "rate_down": floods["down"]["saturated"] and abs(floods["down"]["rate_error"]) <= RATE_TOLERANCE,
         "rate_up": floods["up"]["saturated"] and abs(floods["up"]["rate_error"]) <= RATE_TOLERANCE,
-        "rtt": abs(rtt_mean - rtt_cfg) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_REL * rtt_cfg),
+        "rtt": rtt_matches(rtt_mean, rtt_cfg),
         "queue_down": _queue_ok(floods["down"]),
         "queue_up": _queue_ok(floods["up"]),
         "delay_drops": delay_drops == 0,

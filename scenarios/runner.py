@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from analysis.runs import analyse_run
-from hosts.ping import path_rtt
+from hosts.ping import pair_rtts, path_rtt
 from hosts.session import RunSession
 from hosts.workloads.base import WorkloadError
 from machine.errors import UserError
@@ -132,7 +132,16 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
             with Network(profiles[profile_name], net_dir, pairs=needs.pairs, delay_backend=delay_backend,
                          shaper=sc.shaper, pair_rtts_ms=needs.rtts_ms) as net:
                 n = net.names
-                path = path_rtt(net.host(n.client(1)), n.server_ip(1), net.profile.rtt_ms)
+                path = path_rtt(net.host(n.client(1)), n.server_ip(1),
+                                (needs.rtts_ms or {}).get((1, 1), net.profile.rtt_ms))
+                if needs.rtts_ms:
+                    # A multi-RTT path: every pair's base RTT is checked before any run uses it.
+                    path["pairs"] = pair_rtts(net, needs.rtts_ms)
+                    off = {k: v for k, v in path["pairs"].items() if not v["ok"]}
+                    if off:
+                        raise RuntimeError(f"per-pair base RTTs not as declared: "
+                                           + ", ".join(f"{k} {v['rtt_mean_ms']} ms for {v['rtt_configured_ms']}"
+                                                       for k, v in off.items()))
                 for run in group:
                     progress.show(run.run_id)
                     try:

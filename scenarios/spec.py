@@ -215,6 +215,16 @@ def _check_variants(top: Fields, workload: Workload, params: dict, variants: dic
         problem = workload.check_variant(params, variant)
         if problem:
             raise top.error("variants", f"{name}: {problem}")
+        if variant.mix is not None:
+            if not workload.mixes:
+                raise top.error("variants", f"{name}: workload {workload.name} cannot split its connections "
+                                            "between two variants (mix)")
+            other = variants.get(variant.mix.other) or VARIANTS.get(variant.mix.other)
+            if other is None:
+                raise top.error("variants", f"{name}: mix.other '{variant.mix.other}' is not a variant of the "
+                                            f"catalogue or the scenario")
+            if other.mix is not None:
+                raise top.error("variants", f"{name}: mix.other '{other.name}' is itself a mix")
     for key, declared in workload.params.items():
         if declared.kind == "variant":
             variant = variants.get(params[key]) or VARIANTS.get(params[key])

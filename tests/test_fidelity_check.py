@@ -79,3 +79,17 @@ def test_flow_checks_compare_kernel_and_wire_with_the_declaration():
     assert "flow web: congestion control reno, bbr in the kernel, declared reno" in text
     assert "flow web: first flight 4 segments on the wire, declared initial window gives 3 (1 of 3 connections)" in text
     assert "flow quiet: congestion control no connection seen" in text and "short" not in text
+
+
+def test_flights_a_loss_disturbed_are_counted_not_checked():
+    from analysis.fidelity import flow_checks, problems
+    meta = {"flows": [{"name": "down", "declared_cc": ["reno"], "declared_iw": 3, "observed_cc": ["reno"]}]}
+    ff = lambda seg, why="": {"segments": seg, "total_segments": 200, "bytes": seg * 1448,  # noqa: E731
+                              **({"disturbed": why} if why else {})}
+    flights = [ff(3), ff(3), ff(4, "probe timeout before the first ACK"), ff(1, "handshake retransmitted")]
+    [check] = flow_checks(meta, {"flows": {"down": {"first_flights": flights}}})
+    assert check["iw_ok"] and check["connections"] == 2 and check["iw_unchecked"] == 2
+    assert not problems([check])
+    # A flight of 4 that nothing disturbed is still wrong.
+    [check] = flow_checks(meta, {"flows": {"down": {"first_flights": flights + [ff(4)]}}})
+    assert not check["iw_ok"] and check["iw_wrong"] == 1

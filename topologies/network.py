@@ -161,6 +161,15 @@ class Network:
         return {"client": (first, self.names.facing(first, "client")),
                 "bneck-in": down.before, "bneck-out": down.after}
 
+    def upstream_capture_points(self) -> dict[str, tuple[str, str]]:
+        """(node, interface) of the capture points for traffic the clients send: the
+        servers' downlink (what the servers receive) and both sides of the upstream
+        bottleneck queue — the mirror image of capture_points, for two-way workloads."""
+        up = self.queue("up")
+        last = self.names.router(self.names.routers)
+        return {"server": (last, self.names.facing(last, "server")), "bneck-up-in": up.before,
+                "bneck-up-out": up.after}
+
     def applied(self) -> dict:
         """The link parameters actually applied, for meta.json."""
         return {

@@ -47,6 +47,7 @@ class Workload(ABC):
     summary: str = ""
     params: dict[str, Param] = {}
     sized: bool = True               # runs take an object size from the scenario's `sizes`
+    mixes: bool = False              # can give a variant's `mix` share of its senders, the rest `mix.other`
 
     def hosts(self, params: dict) -> HostNeeds:
         """End hosts this workload needs with these parameters."""

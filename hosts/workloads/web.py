@@ -67,6 +67,24 @@ HANDSHAKE_FILTERS = {
 }
 
 
+def handshake_captures(session) -> list[Capture]:
+    """The small filtered captures of every connection's handshake and requests
+    (HANDSHAKE_FILTERS), started and listening; stopped with the session."""
+    points = session.net.capture_points()
+    caps = []
+    for key, filename in HANDSHAKE_FILES.items():
+        node, intf = points[key]
+        caps.append(session.adopt(f"handshake capture {key}", Capture(session.host(node), intf,
+                                                                      session.workdir / filename, session.instance,
+                                                                      bpf_filter=HANDSHAKE_FILTERS[key])))
+    for cap in caps:
+        try:
+            cap.wait_ready()
+        except RuntimeError as exc:
+            raise WorkloadError(str(exc)) from exc
+    return caps
+
+
 def names(value) -> list[str]:
     """A parameter that is one name or a list of names, as a list (unknown names stay, for check)."""
     return [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else []
@@ -188,7 +206,7 @@ class Web(Workload):
 
         session.install_under_test(server=[server], client=clients)
         session.capture_standard()
-        handshakes = self._handshake_captures(session)
+        handshakes = handshake_captures(session)
         session.flow("web", server, clients[0], HTTP_PORT)
         session.ready()
 
@@ -219,22 +237,6 @@ class Web(Workload):
             app=app, extra={"link_use": total})
 
     # -- parts of a run ------------------------------------------------------------------------
-    def _handshake_captures(self, session) -> list[Capture]:
-        points = session.net.capture_points()
-        caps = []
-        for key, filename in HANDSHAKE_FILES.items():
-            node, intf = points[key]
-            cap = session.adopt(f"handshake capture {key}", Capture(session.host(node), intf,
-                                                                    session.workdir / filename, session.instance,
-                                                                    bpf_filter=HANDSHAKE_FILTERS[key]))
-            caps.append(cap)
-        for cap in caps:
-            try:
-                cap.wait_ready()
-            except RuntimeError as exc:
-                raise WorkloadError(str(exc)) from exc
-        return caps
-
     def _replay(self, session, params: dict, fs, docroot: Path, sessions: list, mode: str, clients: list,
                 shim: Path, server) -> tuple[dict, dict]:
         """One model and HTTP mode: lighttpd for the mode, one stamped httperf per client host,
