@@ -309,6 +309,63 @@ def first_flight_disturbed(before: Packets, conn: int, direction: int, after: Pa
     return ""
 
 
+def first_ack_times(pk, n_conns: int) -> np.ndarray:
+    """Per connection of a capture: when the first ACK of the responder's data (direction
+    1) came back, inf if none — the end of its first flight (and of a Quick-Start phase)."""
+    data = (pk["dir"] == 1) & (pk["payload"] > 0)
+    first_seq = np.full(n_conns, -1, dtype=np.int64)
+    first_ts = np.full(n_conns, np.inf)
+    uniq, at = np.unique(pk["conn"][data], return_index=True)
+    first_seq[uniq] = pk["seq"][data][at]
+    first_ts[uniq] = pk["ts"][data][at]
+    back = (pk["dir"] == 0) & ((pk["flags"] & ACK_FLAG) != 0)
+    c = pk["conn"][back]
+    adv = (pk["ack"][back].astype(np.int64) - first_seq[c]) % (1 << 32)
+    acking = (first_seq[c] >= 0) & (adv > 0) & (adv < (1 << 31)) & (pk["ts"][back] > first_ts[c])
+    t_ack = np.full(n_conns, np.inf)
+    np.minimum.at(t_ack, c[acking], pk["ts"][back][acking])
+    return t_ack
+
+
+def handshake_rtts(pk, n_conns: int) -> np.ndarray:
+    """Per connection: the responder's SYN-ACK to the initiator's next ACK, as seen at this
+    capture (handshake_rtt for all at once); inf where not seen."""
+    synack = (pk["dir"] == 1) & ((pk["flags"] & 0x12) == 0x12)
+    t_sa = np.full(n_conns, np.inf)
+    np.minimum.at(t_sa, pk["conn"][synack], pk["ts"][synack])
+    back = (pk["dir"] == 0) & ((pk["flags"] & ACK_FLAG) != 0)
+    c = pk["conn"][back]
+    after = pk["ts"][back] > t_sa[c]
+    t_ack = np.full(n_conns, np.inf)
+    np.minimum.at(t_ack, c[after], pk["ts"][back][after])
+    return t_ack - t_sa
+
+
+# Reasons a first flight cannot show the initial window (first_flight_disturbed), by code.
+DISTURBANCES = ("", "handshake retransmitted", "first flight lost at the queue", "probe timeout before the first ACK")
+
+
+def flight_disturbances(pk: Packets, data: np.ndarray, lost: np.ndarray, n_conns: int) -> np.ndarray:
+    """first_flight_disturbed for every connection of a capture next to the senders at once:
+    `data` selects the responders' data segments, `lost` says which of them (in order) the
+    queue dropped (transmissions_lost). A code per connection, an index into DISTURBANCES."""
+    conn = pk["conn"][data]
+    t_ack = first_ack_times(pk, n_conns)
+    new = pk["retx"][data] == 0
+    flight = (pk["ts"][data] < t_ack[conn]) & new
+    syn = (pk["flags"] & 0x12) == 0x02
+    synack = (pk["flags"] & 0x12) == 0x12
+    resent = (np.bincount(pk["conn"][syn], minlength=n_conns) > 1) | (np.bincount(pk["conn"][synack],
+                                                                                 minlength=n_conns) > 1)
+    dropped = np.bincount(conn[flight & lost], minlength=n_conns) > 0
+    first = np.full(n_conns, np.inf)
+    last = np.full(n_conns, -np.inf)
+    np.minimum.at(first, conn[flight], pk["ts"][data][flight])
+    np.maximum.at(last, conn[flight], pk["ts"][data][flight])
+    probed = (last - first) > PROBE_AFTER_RTTS * handshake_rtts(pk, n_conns)
+    return np.where(resent, 1, np.where(dropped, 2, np.where(probed, 3, 0)))
+
+
 # A segment of a first flight sent this many handshake RTTs after its first one came from a
 # probe timeout (a tail loss probe fires at 2 SRTT without an ACK), not from the initial
 # window, which leaves within one RTT even when paced over it.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import plots, summary
+from analysis import flows, plots, summary
 from analysis.workloads import arrivals, websessions
 from results.campaign import RunRecord
 
@@ -81,7 +81,7 @@ def test_first_ack_and_last_byte_per_connection():
           "payload": np.array([1000, 0, 1000, 0, 500]), "seq": np.array([100, 7, 1100, 7, 50]),
           "ack": np.array([0, 100, 0, 1100, 0]), "flags": np.array([0x10, 0x10, 0x10, 0x10, 0x10]),
           "ts": np.array([1.0, 1.05, 1.1, 1.2, 2.0]), "newbytes": np.array([1000, 0, 1000, 0, 500])}
-    t_ack = websessions.first_ack_times(pk, 3)
+    t_ack = flows.first_ack_times(pk, 3)
     assert t_ack[0] == 1.2 and np.isinf(t_ack[1]) and np.isinf(t_ack[2])
     last = websessions.last_new_byte_times(pk, 3)
     assert last[0] == 1.1 and last[1] == 2.0 and np.isnan(last[2])

@@ -28,7 +28,7 @@ from typing import Any, Optional
 import numpy as np
 from scipy import stats as sps
 
-from analysis import stats
+from analysis import flows, stats
 from analysis.packets import load
 from analysis.workloads import web_plots
 from analysis.workloads.base import Compared, Plot, Row, Section, WorkloadAnalysis
@@ -101,8 +101,15 @@ def run_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
     for i, c in enumerate(combos):
         out["combos"][c["key"]] = combo_metrics(i, c, calls, conn_of, pages, conns, flight_of_call,
                                                 int(lost[i]), int(conn_retx[conns.combo == i].sum()))
-    flights_list = [{"segments": int(s), "bytes": int(b), "total_segments": int(t)}
-                    for s, b, t in zip(conns.flight_segments, conns.flight_bytes, conns.reply_segments) if t > 0]
+    # A flight a loss disturbed says nothing about the initial window (flows.first_flight_disturbed).
+    served_in, served_out = ((x.packets["sport"] == port) & (x.packets["payload"] > 0) for x in (b_in, b_out))
+    codes = flows.flight_disturbances(b_in.packets, served_in, flows.transmissions_lost(
+        b_in.packets, served_in, b_out.packets, served_out), len(b_in.conns))
+    code_of = np.where(to_b[conns.pos] >= 0, codes[bc.index[np.maximum(to_b[conns.pos], 0)]], 0)
+    flights_list = [{"segments": int(s), "bytes": int(b), "total_segments": int(t),
+                     **({"disturbed": flows.DISTURBANCES[c]} if c else {})}
+                    for s, b, t, c in zip(conns.flight_segments, conns.flight_bytes, conns.reply_segments, code_of)
+                    if t > 0]
     done = pages.complete
     dl = pages.download_s[done]
     out.update({

@@ -56,38 +56,6 @@ def _handshake_of(shakes: dict[tuple[int, int], list[Handshake]], ip: int, port:
     return None
 
 
-def first_ack_times(pk, n_conns: int) -> np.ndarray:
-    """Per connection of a capture: when the first ACK of the responder's data (direction
-    1) came back, inf if none — the end of its first flight (and of a Quick-Start phase)."""
-    data = (pk["dir"] == 1) & (pk["payload"] > 0)
-    first_seq = np.full(n_conns, -1, dtype=np.int64)
-    first_ts = np.full(n_conns, np.inf)
-    uniq, at = np.unique(pk["conn"][data], return_index=True)
-    first_seq[uniq] = pk["seq"][data][at]
-    first_ts[uniq] = pk["ts"][data][at]
-    back = (pk["dir"] == 0) & ((pk["flags"] & flows.ACK_FLAG) != 0)
-    c = pk["conn"][back]
-    adv = (pk["ack"][back].astype(np.int64) - first_seq[c]) % (1 << 32)
-    acking = (first_seq[c] >= 0) & (adv > 0) & (adv < (1 << 31)) & (pk["ts"][back] > first_ts[c])
-    t_ack = np.full(n_conns, np.inf)
-    np.minimum.at(t_ack, c[acking], pk["ts"][back][acking])
-    return t_ack
-
-
-def handshake_rtts(pk, n_conns: int) -> np.ndarray:
-    """Per connection: the responder's SYN-ACK to the initiator's next ACK, as seen at this
-    capture (flows.handshake_rtt for all at once); inf where not seen."""
-    synack = (pk["dir"] == 1) & ((pk["flags"] & 0x12) == 0x12)
-    t_sa = np.full(n_conns, np.inf)
-    np.minimum.at(t_sa, pk["conn"][synack], pk["ts"][synack])
-    back = (pk["dir"] == 0) & ((pk["flags"] & flows.ACK_FLAG) != 0)
-    c = pk["conn"][back]
-    after = pk["ts"][back] > t_sa[c]
-    t_ack = np.full(n_conns, np.inf)
-    np.minimum.at(t_ack, c[after], pk["ts"][back][after])
-    return t_ack - t_sa
-
-
 def last_new_byte_times(pk, n_conns: int) -> np.ndarray:
     """Per connection: arrival of the last packet of the responder's direction with new bytes."""
     m = (pk["dir"] == 1) & (pk["newbytes"] > 0)
@@ -123,12 +91,12 @@ def direction_metrics(run_dir: Path, d: str, spec: dict, mss: int) -> dict[str, 
         gm = np.isin(pin["src"][m_in], [ip for ip, x in senders.items() if x == g])
         groups[g] = {"arrived_pkts": int(gm.sum()), "lost_pkts": int((lost & gm).sum()),
                      "drop_rate": float((lost & gm).sum() / gm.sum()) if gm.any() else None}
-    # Per connection at bneck-in: segments lost, the first flight (= a Quick-Start phase) and
-    # whether the queue dropped any of it.
+    # Per connection at bneck-in: segments lost, the first flight (= a Quick-Start phase),
+    # whether the queue dropped any of it, and whether a loss disturbed it.
     n_in = len(b_in.conns)
     conn_in = pin["conn"][m_in]
     lost_by_conn = np.bincount(conn_in[lost], minlength=n_in)
-    t_ack = first_ack_times(pin, n_in)
+    t_ack = flows.first_ack_times(pin, n_in)
     in_flight = pin["ts"][m_in] < t_ack[conn_in]
     new = pin["retx"][m_in] == 0
     segs = np.ceil(pin["payload"][m_in] / max(1, mss))
@@ -136,17 +104,7 @@ def direction_metrics(run_dir: Path, d: str, spec: dict, mss: int) -> dict[str, 
     flight_bytes = np.bincount(conn_in[in_flight & new], weights=pin["payload"][m_in][in_flight & new], minlength=n_in)
     flight_lost = np.bincount(conn_in[in_flight & lost], minlength=n_in)
     total_segs = np.bincount(conn_in[new], weights=segs[new], minlength=n_in).astype(int)
-    # Handshakes sent more than once (the sender then starts from one segment, RFC 5681 §3.1).
-    hs_conn = pin["conn"][(pin["flags"] & 0x02) != 0]
-    syn_dir = pin["dir"][(pin["flags"] & 0x02) != 0]
-    resent = (np.bincount(hs_conn[syn_dir == 0], minlength=n_in) > 1) | (np.bincount(hs_conn[syn_dir == 1],
-                                                                                       minlength=n_in) > 1)
-    # Flights stretched by a probe timeout (flows.first_flight_disturbed): span vs handshake RTT.
-    first_in = np.full(n_in, np.inf)
-    last_in = np.full(n_in, -np.inf)
-    np.minimum.at(first_in, conn_in[in_flight & new], pin["ts"][m_in][in_flight & new])
-    np.maximum.at(last_in, conn_in[in_flight & new], pin["ts"][m_in][in_flight & new])
-    probed = (last_in - first_in) > flows.PROBE_AFTER_RTTS * handshake_rtts(pin, n_in)
+    disturbed = flows.flight_disturbances(pin, m_in, lost, n_in)
     last = last_new_byte_times(near.packets, len(near.conns))
     near_ix, in_ix = flows.ConnIndex(near.conns), flows.ConnIndex(b_in.conns)
     shakes: dict[tuple[int, int], list[Handshake]] = {}
@@ -175,8 +133,7 @@ def direction_metrics(run_dir: Path, d: str, spec: dict, mss: int) -> dict[str, 
             flight = {"segments": int(flight_segs[i]), "bytes": int(flight_bytes[i]),
                       "total_segments": int(total_segs[i])}
             # A flight a loss disturbed says nothing about the initial window (flows.first_flight_disturbed).
-            why = ("handshake retransmitted" if resent[i] else "first flight lost at the queue" if flight_lost[i]
-                   else "probe timeout before the first ACK" if probed[i] else "")
+            why = flows.DISTURBANCES[disturbed[i]]
             flights.append((f["group"], {**flight, "disturbed": why} if why else flight))
         # Quick-Start is read for the HTTP connections (the handshake captures hold port 80 only).
         h = _handshake_of(shakes, req, lport, syn) if d == "down" and row["kind"] == "http" else None
