@@ -8,7 +8,7 @@ handshake RTT, ssthresh = cwnd, paced over 75 % of the RTT). The client sends th
 `factor` × the profile's true bottleneck rate in kbit/s, unless `hint_kbps` gives it
 outright, and the access technology (`auto`: the profile's, e.g. dsl on dsl-fast) — in
 the request header of its stream (hosts/quic/src/request.rs): quinn 0.11 cannot carry a
-custom transport parameter, and the request is the client's first 1-RTT data, so the
+custom transport parameter, and the request is the client's first stream data, so the
 server holds the hint before its first response byte.
 
 The kernel's sock_diag cannot see a QUIC connection's congestion control, so the server

@@ -9,9 +9,11 @@
 //!
 //! The hint travels here rather than in a QUIC transport parameter because quinn 0.11
 //! offers no way to send or read custom transport parameters (its codec drops unknown
-//! ones). The request is the client's first 1-RTT data, sent with its handshake
-//! Finished, and no response byte can leave before it arrives, so the server sees the
-//! hint at the same moment a transport parameter would matter.
+//! ones). The request is the client's first stream data, in the flight of its handshake
+//! Finished (a 1-RTT packet of its own right behind the Finished's datagram and the
+//! client's new connection IDs: tests/test_quic_hint_wire.py), and no response byte can
+//! leave before it arrives, so the server sees the hint at the same moment a transport
+//! parameter would matter.
 
 use std::fmt;
 

@@ -188,6 +188,67 @@ fn blitz_applies_the_hint() {
     assert_eq!(plain["cwnd_start_bytes"], 32 * 1472);
 }
 
+/// The secrets of one connection in a key log, by label.
+fn secrets(path: &PathBuf) -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let _ = std::fs::remove_file(path);
+    let mut lines: Vec<(String, String, String)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f.len(), 3, "not an NSS key log line: {l:?}");
+            (f[0].to_string(), f[1].to_string(), f[2].to_string())
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn keylog_writes_both_sides_secrets_only_when_asked() {
+    let server_keys = temp_path("server.keys");
+    let client_keys = temp_path("client.keys");
+    let server = Server::start(&["--keylog", server_keys.to_str().unwrap()]);
+    let f = fetch(
+        &server.addr,
+        &["--size", "70KB", "--keylog", client_keys.to_str().unwrap()],
+    );
+    assert_eq!(f.code, 0, "{}", f.stderr);
+    server.stop();
+    let client = secrets(&client_keys);
+    let labels: Vec<&str> = client.iter().map(|(l, _, _)| l.as_str()).collect();
+    // TLS 1.3 over QUIC: handshake and traffic secrets of both directions, the exporter.
+    assert_eq!(
+        labels,
+        [
+            "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+            "CLIENT_TRAFFIC_SECRET_0",
+            "EXPORTER_SECRET",
+            "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+            "SERVER_TRAFFIC_SECRET_0"
+        ]
+    );
+    for (_, random, secret) in &client {
+        assert_eq!(random.len(), 64, "a 32-byte client random in hex");
+        assert!(secret.len() >= 64 && secret.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(random, &client[0].1, "one connection, one client random");
+    }
+    // The server derives the same secrets for the same connection.
+    assert_eq!(secrets(&server_keys), client);
+
+    // Without the flag nothing is written, whatever the environment says.
+    let quiet = temp_path("quiet.keys");
+    let server = Server::start(&[]);
+    let out = Command::new(CLIENT)
+        .args(["--server", &server.addr, "--size", "70KB"])
+        .env("SSLKEYLOGFILE", &quiet)
+        .output()
+        .expect("client runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    server.stop();
+    assert!(!quiet.exists(), "SSLKEYLOGFILE must not turn key logging on");
+}
+
 #[test]
 fn failures_exit_nonzero_with_a_message() {
     // Nothing listens: the handshake times out.

@@ -2,6 +2,7 @@
 //! flow completion time (connection start to the last byte received).
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -86,6 +87,10 @@ struct Args {
     /// TLS server name.
     #[arg(long, default_value = "startlab")]
     server_name: String,
+    /// Append the connection's TLS secrets to FILE (NSS key log format), so that a
+    /// capture of it decrypts (tshark -o tls.keylog_file:FILE). Off by default.
+    #[arg(long, value_name = "FILE")]
+    keylog: Option<PathBuf>,
 }
 
 /// What the fetch got to, kept for the JSON even when it fails half-way.
@@ -237,7 +242,7 @@ async fn fetch(
         gso: !args.no_gso,
     }
     .build()?;
-    let mut config = ClientConfig::new(Arc::new(tls::client_crypto()?));
+    let mut config = ClientConfig::new(Arc::new(tls::client_crypto(args.keylog.as_deref())?));
     config.transport_config(Arc::new(transport));
 
     let bind = args.bind.unwrap_or_else(|| {

@@ -4,6 +4,7 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -145,6 +146,10 @@ struct Args {
     /// Socket send and receive buffer.
     #[arg(long, default_value = "4MiB", value_parser = size)]
     sock_buf: u64,
+    /// Append every connection's TLS secrets to FILE (NSS key log format), so that a
+    /// capture of them decrypts (tshark -o tls.keylog_file:FILE). Off by default.
+    #[arg(long, value_name = "FILE")]
+    keylog: Option<PathBuf>,
 }
 
 /// What the server's controllers are, shared by all connections.
@@ -269,7 +274,8 @@ async fn serve(args: Args, controllers: Controllers) -> Result<(), String> {
         gso: !args.no_gso,
     };
     transport.build()?; // reject bad settings before binding
-    let crypto: Arc<QuicServerConfig> = Arc::new(tls::server_crypto(&["localhost".into(), "startlab".into()])?);
+    let names = ["localhost".to_string(), "startlab".to_string()];
+    let crypto: Arc<QuicServerConfig> = Arc::new(tls::server_crypto(&names, args.keylog.as_deref())?);
     let base = ServerConfig::with_crypto(crypto);
     let out: Box<dyn Write + Send> = if args.stats == "-" {
         Box::new(std::io::stdout())
