@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from hosts.apps import Iperf3Server, iperf3_reverse_client
-from hosts.ping import percentile, ping_rtts, rtt_matches
+from hosts.ping import percentile, ping_output, ping_rtts, rtt_matches, samples, summary
 from hosts.process import NodeProcess
 from topologies.network import Network
 from topologies.profiles import LinkProfile
@@ -35,6 +35,7 @@ RATE_TOLERANCE = 0.01                 # delivered rate within 1 % of the configu
 QUEUE_TOLERANCE_FRAMES = 1.0          # loaded RTT within one frame's drain time (or the bucket's) …
 QUEUE_TOLERANCE_REL = 0.02            # … + 2 % of the expected loaded RTT
 LATE_P99_US = 1000                    # the delay element's lateness p99 at most 1 ms
+PING_FRAME_BYTES = 98                 # a default ping on the wire: 56 + ICMP 8 + IPv4 20 + Ethernet 14
 FLOOD_FACTOR = 1.5                    # the UDP stream offers 1.5 × the rate: the queue stays full
 UDP_PORT = 5211
 DATAGRAM = 1472                       # one MTU-sized frame per datagram (1500-byte MTU)
@@ -196,7 +197,8 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
         # One warm-up ping, then the measured ones, spaced so they never queue behind each other.
         ping_rtts(client, n.server_ip(1), 1, 0.2)
         interval = max(0.01, min(0.05, profile.rtt_s / 10))
-        rtts = ping_rtts(client, n.server_ip(1), pings, interval)
+        out = ping_output(client, n.server_ip(1), pings, interval)
+        rtts, exact = samples(out), summary(out)
         for direction in ("down", "up"):
             # Loaded pings 5 per RTT, never faster than every 10 ms. One more try if the
             # stream could not keep the queue full (a busy machine starves the generator).
@@ -214,16 +216,20 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
         raise RuntimeError(f"only {len(rtts)} of {pings} pings were answered")
     result = judge(profile, backend, rtts, floods, bulk, delay_stats, queue_drops,
                    {"setup_s": net.timings.get("setup_s", 0), "teardown_s": net.timings.get("teardown_s", 0),
-                    "wall_s": time.monotonic() - t0})
+                    "wall_s": time.monotonic() - t0}, exact["avg"] if exact else None)
     result["shaper"] = shaper_name
     return result
 
 
 def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: dict, bulk: dict | None,
-          delay_stats: list[dict], queue_drops: dict, timings: dict) -> dict:
-    """The figures and the verdict (pure: unit-tested on made-up measurements)."""
+          delay_stats: list[dict], queue_drops: dict, timings: dict, rtt_exact_mean: float | None = None) -> dict:
+    """The figures and the verdict (pure: unit-tested on made-up measurements). The base RTT
+    is the mean of ping's exact summary where given (each sample is printed in whole ms from
+    100 ms on) and is held to the configured RTT plus the ping frame's serialisation at the
+    bottleneck in both directions (1.05 ms on a T1: more than the tolerance there)."""
     rtt_cfg = profile.rtt_ms
-    rtt_mean = statistics.fmean(rtts)
+    rtt_expected = rtt_cfg + sum(PING_FRAME_BYTES * 8 / profile.rate_bps(d) * 1000 for d in ("down", "up"))
+    rtt_mean = rtt_exact_mean if rtt_exact_mean is not None else statistics.fmean(rtts)
     ideal = profile.goodput_ideal_bps("down")
     delay_drops = sum(int(s.get("drops") or 0) for s in delay_stats)
     lateness = [s.get("lateness_us") or {} for s in delay_stats]
@@ -231,7 +237,7 @@ def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: 
     checks = {
         "rate_down": floods["down"]["saturated"] and abs(floods["down"]["rate_error"]) <= RATE_TOLERANCE,
         "rate_up": floods["up"]["saturated"] and abs(floods["up"]["rate_error"]) <= RATE_TOLERANCE,
-        "rtt": rtt_matches(rtt_mean, rtt_cfg),
+        "rtt": rtt_matches(rtt_mean, rtt_expected),
         "queue_down": _queue_ok(floods["down"]),
         "queue_up": _queue_ok(floods["up"]),
         "delay_drops": delay_drops == 0,
@@ -242,6 +248,7 @@ def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: 
         "profile": profile.name,
         "delay_backend": backend,
         "rtt_configured_ms": rtt_cfg,
+        "rtt_expected_ms": round(rtt_expected, 3),
         "rtt_mean_ms": round(rtt_mean, 3),
         "rtt_p99_ms": round(percentile(rtts, 99), 3),
         "rtt_min_ms": round(min(rtts), 3),
