@@ -29,14 +29,13 @@ import numpy as np
 
 from config.params import Param
 from hosts.apps import HTTP_PORT, Lighttpd, make_object
-from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult
-from hosts.workloads.web import repetition
+from hosts.workloads.base import (HostNeeds, Workload, WorkloadError, WorkloadResult, read_report, repetition,
+                                  repetition_seed)
 from results.schema import UPSTREAM_CAPTURE_FILES
 
 CLIENT = Path(__file__).resolve().parent.parent / "arrivals_client.py"
 DIRECTIONS = ("down", "up")
 START_DELAY_S = 1.0          # the clients read their schedule and wait for the shared start
-SEED_STRIDE = 1000           # schedule seeds of successive repetitions
 
 
 def schedule(flows: int, interarrival_s: float, process: str, seed: int) -> list[float]:
@@ -62,7 +61,7 @@ def schedules(params: dict, rep: int) -> dict[str, list[float]]:
             continue
         phase = params["interarrival_s"] / 2 if d == "up" else 0.0
         out[d] = [round(phase + t, 9) for t in schedule(params["flows"], params["interarrival_s"], params["process"],
-                                                        params["seed"] + SEED_STRIDE * (rep - 1) + k)]
+                                                        repetition_seed(params["seed"], rep) + k)]
     return out
 
 
@@ -134,7 +133,7 @@ class Arrivals(Workload):
             if rc is None or rc != 0:
                 raise WorkloadError(f"the {d} arrivals client failed (exit {rc}): {proc.output()[-400:]}")
         session.timings["traffic_arrivals_s"] = time.monotonic() - t0
-        reports = {d: _read(session.workdir / f"arrivals-{d}.json") for d in plan}
+        reports = {d: read_report(session.workdir / f"arrivals-{d}.json", "arrivals client") for d in plan}
         for d, rep in reports.items():
             bad = [f for f in rep["fetches"] if f["error"] or f["status"] != 200 or f["bytes"] != size_bytes]
             if bad:
@@ -149,13 +148,6 @@ class Arrivals(Workload):
                                                  for f in reports[d]["fetches"]]}
                                  for d in plan}},
             app={d: {"peak_open": r["peak_open"], "fd_limit": r["fd_limit"]} for d, r in reports.items()})
-
-
-def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise WorkloadError(f"{path.name}: no report from the arrivals client ({exc})") from None
 
 
 WORKLOAD = Arrivals()

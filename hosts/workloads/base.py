@@ -10,8 +10,11 @@ config/catalogue.py.
 """
 from __future__ import annotations
 
+import json
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from config.params import Param
@@ -19,6 +22,29 @@ from config.params import Param
 
 class WorkloadError(RuntimeError):
     """A run whose traffic did not happen as declared: the run fails, the campaign goes on."""
+
+
+SEED_STRIDE = 1000                   # seeds of successive repetitions of a seeded workload
+
+
+def repetition(workdir: Path) -> int:
+    """The run's repetition, from its directory (<run id>[.partial]; run ids end in _rNN)."""
+    m = re.search(r"_r(\d+)(?:\.partial)?$", Path(workdir).name)
+    return int(m.group(1)) if m else 1
+
+
+def repetition_seed(seed: int, rep: int) -> int:
+    """The seed of repetition `rep` (1-based): every repetition draws anew, while two
+    variants at one repetition draw the same (their difference is paired)."""
+    return seed + SEED_STRIDE * (rep - 1)
+
+
+def read_report(path: Path, what: str) -> dict:
+    """An application's JSON report; a missing or broken one fails the run."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise WorkloadError(f"{path.name}: no report from the {what} ({exc})") from None
 
 
 @dataclass(frozen=True)

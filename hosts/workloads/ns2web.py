@@ -146,12 +146,6 @@ def arrival_span_s(model: WebModel, duration_s: float) -> float:
     return max(0.0, duration_s - session_length_s(model))
 
 
-def offered_bps(model: WebModel, count: int, duration_s: float, mss: int) -> float:
-    """The mean payload bit rate `count` sessions offer over a run: every session's pages ×
-    objects × capped mean size, over the run's duration."""
-    return count * model.pages * model.objects * model.capped_mean_pkts() * mss * 8 / duration_s
-
-
 def lomax_tail_index(sizes: np.ndarray, above: float) -> float:
     """Hill estimate of the tail index of the sizes above `above` (for tests)."""
     x = np.asarray(sizes, dtype=float)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -46,7 +45,8 @@ from hosts.apps import HTTP_PORT, Lighttpd
 from hosts.capture import Capture
 from hosts.workloads import httperf as hp
 from hosts.workloads import surge
-from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult
+from hosts.workloads.base import (HostNeeds, Workload, WorkloadError, WorkloadResult, repetition,
+                                  repetition_seed)
 from hosts.workloads.competing import link_use
 from wire.httperf_log import parse_files
 
@@ -54,7 +54,6 @@ REPO = Path(__file__).resolve().parent.parent.parent
 SHIM_DIR = REPO / "target"                 # provisioning builds the poll shim here
 MIN_DURATION_S = 10.0                      # below a couple of think times a run has no pages to speak of
 MIN_DURATION_RTTS = 10                     # … and no run is shorter than this many RTTs of its path
-SEED_STRIDE = 1000                         # session seeds of successive repetitions
 LIGHTTPD_MAX_FDS = 4096
 HANDSHAKE_FILES = {"client": "web-hs-client.pcap", "bneck-in": "web-hs-bneck-in.pcap"}
 # What the filtered captures keep (libpcap filters; tcp[12] is the data offset byte, so
@@ -92,12 +91,6 @@ def names(value) -> list[str]:
 
 def combo_key(model: str, mode: str) -> str:
     return f"{model}.{mode}"
-
-
-def repetition(workdir: Path) -> int:
-    """The run's repetition, from its directory (<run id>[.partial]; run ids end in _rNN)."""
-    m = re.search(r"_r(\d+)(?:\.partial)?$", Path(workdir).name)
-    return int(m.group(1)) if m else 1
 
 
 def users_of_host(users: int, hosts: int, k: int) -> list[int]:
@@ -189,7 +182,7 @@ class Web(Workload):
             raise WorkloadError(f"duration_s {duration:g} s is shorter than {MIN_DURATION_RTTS} RTTs of "
                                 f"{prof.name} ({prof.rtt_s * 1000:g} ms)")
         rep = repetition(session.workdir)
-        session_seed = params["seed"] + SEED_STRIDE * (rep - 1)
+        session_seed = repetition_seed(params["seed"], rep)
         users = params["users"]
         n_hosts = self.hosts(params).pairs
         clients = [session.host(n.client(i)) for i in range(1, n_hosts + 1)]

@@ -31,8 +31,9 @@ from typing import Optional
 from config.params import Param
 from hosts.apps import FTP_DATA_PORTS, HTTP_PORT, Lighttpd, Vsftpd, make_object
 from hosts.workloads import ns2web
-from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult
-from hosts.workloads.web import HANDSHAKE_FILES, handshake_captures, repetition
+from hosts.workloads.base import (HostNeeds, Workload, WorkloadError, WorkloadResult, read_report, repetition,
+                                  repetition_seed)
+from hosts.workloads.web import HANDSHAKE_FILES, handshake_captures
 from results.schema import UPSTREAM_CAPTURE_FILES
 from wire.tcpip import TCPIP_HEADERS
 
@@ -40,7 +41,6 @@ CLIENT = Path(__file__).resolve().parent.parent / "arrivals_client.py"
 FTP_CLIENT = Path(__file__).resolve().parent.parent / "ftp_client.py"
 FTP_LOCAL_PORTS = (20000, 32767)     # below the kernel's ephemeral range: two per transfer (control, data)
 START_DELAY_S = 2.0
-SEED_STRIDE = 1000
 UNFINISHED = "not finished within the timeout"
 CURL_TIMEOUT = 28                    # curl's exit code when --max-time ran out
 
@@ -66,7 +66,7 @@ def pair_rtts(p: dict) -> dict[tuple[int, int], float]:
 def plan(p: dict, rep: int) -> dict[str, list[ns2web.Fetch]]:
     """Each direction's fetches for repetition `rep` (the same for every variant)."""
     model = model_of(p)
-    seed = p["seed"] + SEED_STRIDE * (rep - 1)
+    seed = repetition_seed(p["seed"], rep)
     span = ns2web.arrival_span_s(model, p["duration_s"])
     out = {"down": [f for f in ns2web.sessions(model, p["sessions"], span, seed) if f.t < p["duration_s"]]}
     if reverse_sessions(p):
@@ -79,7 +79,7 @@ def plan_ftp(p: dict, rep: int) -> dict[str, list[ns2web.Transfer]]:
     if not p["ftp_per_session"]:
         return {}
     model = model_of(p)
-    seed = p["seed"] + SEED_STRIDE * (rep - 1)
+    seed = repetition_seed(p["seed"], rep)
     span = ns2web.arrival_span_s(model, p["duration_s"])
     out = {"down": [t for t in ns2web.ftp_transfers(model, p["sessions"], span, p["ftp_per_session"], seed)
                     if t.t < p["duration_s"]]}
@@ -191,7 +191,7 @@ class WebSessions(Workload):
                   "model": {**model.__dict__, "capped_mean_pkts": model.capped_mean_pkts()},
                   "handshake_captures": HANDSHAKE_FILES, "fetches": logged, "cut": sum(f["cut"] for f in logged),
                   "ftp_data_ports": list(FTP_DATA_PORTS)},
-            app={"peak_open": {i: _read(session.workdir / f"fetches-{i}.json")["peak_open"]
+            app={"peak_open": {i: read_report(session.workdir / f"fetches-{i}.json", "web sessions client")["peak_open"]
                                for (what, i) in procs if what == "web"}})
 
 
@@ -250,7 +250,7 @@ def _web_log(workdir: Path, web_of: dict, group: dict, mss: int) -> list[dict]:
     for i, fs in web_of.items():
         if not fs:
             continue
-        for f, r in zip(fs, _read(workdir / f"fetches-{i}.json")["fetches"]):
+        for f, r in zip(fs, read_report(workdir / f"fetches-{i}.json", "web sessions client")["fetches"]):
             cut = r["error"] == UNFINISHED
             if not cut and (r["error"] or r["status"] != 200 or r["bytes"] != f.pkts * mss):
                 raise WorkloadError(f"pair {i}: fetch {r['index']} of {f.pkts * mss} bytes failed: {r}")
@@ -268,7 +268,7 @@ def _ftp_log(workdir: Path, ftp_of: dict, group: dict, size: int) -> list[dict]:
     for i, ts in ftp_of.items():
         if not ts:
             continue
-        for t, r in zip(ts, _read(workdir / f"ftp-{i}.json")["transfers"]):
+        for t, r in zip(ts, read_report(workdir / f"ftp-{i}.json", "FTP client")["transfers"]):
             cut = r["exit"] == CURL_TIMEOUT
             if not cut and (r["exit"] != 0 or r["code"] != 226 or r["bytes"] != size
                             or r["local_port"] != r["data_port"] - 1):
@@ -277,13 +277,6 @@ def _ftp_log(workdir: Path, ftp_of: dict, group: dict, size: int) -> list[dict]:
                         "group": group[i], "session": t.session, "size_bytes": size, "scheduled": r["scheduled"],
                         "started": r["started"], "local_port": r["data_port"], "bytes": r["bytes"], "cut": cut})
     return out
-
-
-def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise WorkloadError(f"{path.name}: no report from the web sessions client ({exc})") from None
 
 
 WORKLOAD = WebSessions()
