@@ -8,29 +8,20 @@ any queue. Expectations and what quinn's pacer changes are in hosts/quic/src/pac
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
-from hosts.quic.quic_net import (CLIENT_BIN, DELAYLINE_BIN, SERVER_BIN, SERVER_IP, PathSpec,
-                                 QuicNet, first_flight, read_udp_pcap)
+from hosts.quic.quic_net import SERVER_IP, QuicNet, first_flight, read_udp_pcap
+from quicpath import RATE_BPS, RTT_MS, quic_path
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
-RATE_BPS = 50e6
-RTT_MS = 50.0
 DATAGRAM = 1472
 
 
 @pytest.fixture
 def path():
-    missing = [str(b) for b in (SERVER_BIN, CLIENT_BIN, DELAYLINE_BIN) if not b.exists()]
-    if missing:
-        pytest.skip(f"not built: {', '.join(missing)} (cargo build --release)")
-    if shutil.which("tcpdump") is None:
-        pytest.skip("tcpdump is not installed")
-    with QuicNet(PathSpec(tag="t", rate_bps=RATE_BPS, rtt_ms=RTT_MS, limit_bytes=208 * 1514)) as net:
-        yield net
+    yield from quic_path("t")
 
 
 def run_one(net: QuicNet, name: str, server_args: list[str], client_args: list[str]) -> tuple[dict, dict, dict]:

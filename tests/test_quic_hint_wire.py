@@ -9,19 +9,17 @@ header's layout is hosts/quic/src/request.rs's, read by wire/quic_request.py.
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from hosts.quic.quic_decrypt import TSHARK, QuicDatagram, decrypt
-from hosts.quic.quic_net import CLIENT_BIN, CLIENT_IP, DELAYLINE_BIN, SERVER_BIN, PathSpec, QuicNet
+from hosts.quic.quic_net import CLIENT_IP
+from quicpath import RATE_BPS, RTT_MS, quic_path
 from wire.blitzstart import TECHNOLOGIES
 from wire.quic_request import LEN, QuicRequest, decode_request
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
-RATE_BPS = 50e6
-RTT_MS = 50.0
 HINT_KBPS = 50_000
 TECH = "dsl"
 SIZE_BYTES = 300_000
@@ -31,15 +29,8 @@ STREAM = 0                     # the client's first bidirectional stream: the re
 
 @pytest.fixture
 def path():
-    missing = [str(b) for b in (SERVER_BIN, CLIENT_BIN, DELAYLINE_BIN) if not b.exists()]
-    if missing:
-        pytest.skip(f"not built: {', '.join(missing)} (cargo build --release)")
-    if shutil.which("tcpdump") is None:
-        pytest.skip("tcpdump is not installed")
-    if TSHARK is None:
-        pytest.skip("tshark is not installed (it decrypts the capture; playbooks/site.yml installs it)")
-    with QuicNet(PathSpec(tag="w", rate_bps=RATE_BPS, rtt_ms=RTT_MS, limit_bytes=208 * 1514)) as net:
-        yield net
+    yield from quic_path("w", need=(("tshark (it decrypts the capture; playbooks/site.yml installs it)",
+                                     TSHARK is not None),))
 
 
 def carries_request(d: QuicDatagram) -> bool:

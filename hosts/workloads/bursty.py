@@ -15,7 +15,6 @@ client, TCP_WINDOW_CLAMP for the maximum window, request/response times in JSON)
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Optional
 from config.params import Param
 from hosts.apps import HTTP_PORT, Lighttpd, make_object
 from hosts.variants import RolePart, Variant
-from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult
+from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult, read_report
 
 CLIENT = Path(__file__).resolve().parent.parent / "phttp_client.py"
 BULK_OBJECT_BYTES = 100_000_000      # never finishes within a run at T1 rates: the bulk transfers
@@ -111,13 +110,13 @@ class Bursty(Workload):
         t["traffic_bursts_s"] = time.monotonic() - t0
         for proc in bulk:
             proc.stop(grace_s=3.0)
-        result = _read_json(session.workdir / "bursty.json", "the bursty client")
+        result = read_report(session.workdir / "bursty.json", "bursty client")
         if rc != 0 or result.get("error") or len(result["requests"]) != 2:
             raise WorkloadError(f"the bursty connection failed (exit {rc}): {result.get('error')}")
         for r in result["requests"]:
             if r["status"] != 200 or r["bytes"] != p["burst_bytes"]:
                 raise WorkloadError(f"a burst returned {r['status']} with {r['bytes']} bytes, expected {p['burst_bytes']}")
-        bulk_reports = [_read_json(session.workdir / f"bulk-{i}.json", f"bulk transfer {i}") for i in range(len(bulk))]
+        bulk_reports = [read_report(session.workdir / f"bulk-{i}.json", f"bulk transfer {i}") for i in range(len(bulk))]
         return WorkloadResult(
             spec={"mode": p["mode"], "server_port": HTTP_PORT, "burst_bytes": p["burst_bytes"],
                   "bursty": {"client_ip": n.client_ip(1), "server_ip": n.server_ip(1)},
@@ -177,7 +176,7 @@ class Bursty(Workload):
         session.timings["traffic_crowd_s"] = time.monotonic() - t0
         fetches = []
         for name, client_ip, server_ip, phase, _ in jobs:
-            report = _read_json(session.workdir / f"{phase}-{name}.json", f"the {phase} fetch of {name}")
+            report = read_report(session.workdir / f"{phase}-{name}.json", f"{phase} fetch of {name}")
             if report.get("error") or len(report["requests"]) != 1:
                 raise WorkloadError(f"{name}'s {phase} fetch failed: {report.get('error')}")
             [req] = report["requests"]
@@ -214,13 +213,6 @@ def keep_alive(p: dict) -> tuple[str, ...]:
 
 def _mkdir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
-
-
-def _read_json(path: Path, what: str) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise WorkloadError(f"{what} wrote no report ({exc})") from None
 
 
 def _wait_for_first_response(log: Path, proc, timeout_s: float) -> bool:
