@@ -1,13 +1,17 @@
 #!/bin/sh
 # Builds startlab's BPF objects into target/bpf/ against the running kernel's BTF.
-# Idempotent and quick: vmlinux.h is regenerated only when the kernel changed, an
-# object only when its source, a header here or vmlinux.h is newer than it.
+# Idempotent and quick: vmlinux.h is regenerated only when the kernel changed, an object
+# only when its source, a header here or vmlinux.h is newer than it.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${STARTLAB_BPF_OUT:-$HERE/../../target/bpf}
 BPFTOOL=${BPFTOOL:-$(command -v bpftool || echo /usr/sbin/bpftool)}
 CLANG=${CLANG:-clang}
 mkdir -p "$OUT"
+# One build at a time: a campaign's lanes each build before their first run, and two
+# builders would move each other's temporary objects away.
+exec 9>"$OUT/.build.lock"
+flock 9
 
 kernel=$(uname -r)
 if [ ! -s "$OUT/vmlinux.h" ] || [ "$(cat "$OUT/vmlinux.kernel" 2>/dev/null)" != "$kernel" ]; then

@@ -1,0 +1,27 @@
+"""hosts/bpf/build.sh run by two lanes at once (a campaign's lanes each build before their
+first run): both finish and every object is whole."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+BUILD = Path(__file__).resolve().parent.parent / "hosts" / "bpf" / "build.sh"
+SOURCES = sorted(p.name.replace(".bpf.c", ".bpf.o") for p in BUILD.parent.glob("*.bpf.c"))
+
+
+def test_two_builds_at_once_both_succeed(tmp_path: Path) -> None:
+    if shutil.which("clang") is None or not Path("/sys/kernel/btf/vmlinux").exists():
+        pytest.skip("clang or the kernel's BTF is missing (playbooks/site.yml installs clang)")
+    env = {**os.environ, "STARTLAB_BPF_OUT": str(tmp_path)}
+    builders = [subprocess.Popen([str(BUILD)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    results = [(b.wait(timeout=600), b.stderr.read()) for b in builders]
+    assert [rc for rc, _ in results] == [0, 0], results
+    assert sorted(p.name for p in tmp_path.glob("*.bpf.o")) == SOURCES
+    assert not list(tmp_path.glob("*.tmp"))
+    for obj in tmp_path.glob("*.bpf.o"):
+        assert obj.read_bytes()[:4] == b"\x7fELF", obj
