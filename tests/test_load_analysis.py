@@ -41,7 +41,8 @@ def test_arrivals_summary_compares_at_each_interval_and_plots(tmp_path):
 def _ws_metrics(util: float, drops: float, approved, groups: dict) -> dict:
     fwd = {"count": 100, "cut": 0, "duration_mean_s": 0.5, "utilisation": util, "drop_rate": drops,
            "qs_approved_fraction": approved, "qs_failure_fraction": 0.0 if approved is not None else None,
-           "qs_bandwidth_bps": 1e5 if approved else 0.0, "groups": groups,
+           "qs_bandwidth_bps": 1e5 if approved else 0.0, "qs_requested": 100 if approved is not None else 0,
+           "groups": groups,
            "connections": [{"size_bytes": 1448 * k, "duration_s": 0.1 * k} for k in (1, 5, 20)]}
     return {"utilisation": util, "drop_rate": drops, "duration_mean_s": 0.5, "qs_approved_fraction": approved,
             "qs_failure_fraction": fwd["qs_failure_fraction"], "qs_bandwidth_bps": fwd["qs_bandwidth_bps"],
@@ -71,6 +72,13 @@ def test_websessions_summary_keeps_the_mixed_halves_apart_and_plots(tmp_path):
     out = websessions.ANALYSIS.plots(tmp_path, campaign, recs, rows, plots.variant_colours(["ss", "qs", "half"]))
     assert {p.kind for p in out} == {"websessions_load", "websessions_perconn"}
     assert all(p.path.stat().st_size > 10_000 for p in out)
+
+
+def test_quick_start_bandwidth_is_a_share_of_the_link_only_where_requested():
+    qs = _rec("qs", 1, 50, _ws_metrics(0.3, 0.01, 0.5, {}), "sessions")
+    ss = _rec("ss", 1, 50, _ws_metrics(0.3, 0.01, None, {}), "sessions")
+    assert websessions._qs_share(qs) == pytest.approx(1e5 / 5e6)
+    assert websessions._qs_share(ss) is None
 
 
 def test_first_ack_and_last_byte_per_connection():

@@ -262,13 +262,16 @@ class WebSessionsAnalysis(WorkloadAnalysis):
 def _load_figure(profile: str, runs: list[RunRecord], colours: dict[str, str]) -> Figure:
     fig = Figure(figsize=(12, 8), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
-    keys = [("utilisation", "link utilisation (%)", 100.0), ("drop_rate", "aggregate drop rate (%)", 100.0),
+    keys = [("utilisation", "link utilisation, QS bandwidth (%)", 100.0), ("drop_rate", "aggregate drop rate (%)", 100.0),
             ("qs_approved_fraction", "QS requests approved (%)", 100.0),
             ("qs_failure_fraction", "QS failures (% of approved)", 100.0)]
     param = next(iter(runs[0].sweep), "load")
     for v in [v for v in colours if any(r.variant == v for r in runs)]:
         for ax, (key, label, scale) in zip(axes, keys):
             plots.sweep_line(ax, runs, v, colours[v], lambda r, k=key: r.metrics.get(k), scale=scale)
+        # Fig. 4's "QS bandwidth": what the packets sent under an approved rate carried, of the link.
+        plots.sweep_line(axes[0], runs, v, colours[v], _qs_share, scale=100.0, label=f"{v}: QS bandwidth",
+                         linestyle="--")
         # A mixed variant (Fig. 5's half): the drop rates of its two halves, dashed and dotted.
         for g, style in (("under", "--"), ("other", ":")):
             if any(g in r.metrics["directions"]["down"]["groups"] and "other" in r.metrics["directions"]["down"]["groups"]
@@ -282,6 +285,12 @@ def _load_figure(profile: str, runs: list[RunRecord], colours: dict[str, str]) -
         ax.legend(fontsize=8)
     fig.suptitle(f"{profile}: web sessions under load", fontsize=11)
     return fig
+
+
+def _qs_share(r: RunRecord) -> Optional[float]:
+    """The forward Quick-Start bandwidth as a share of the link; None where nothing requested."""
+    down = r.metrics["directions"]["down"]
+    return down["qs_bandwidth_bps"] / r.rate_bps if down.get("qs_requested") else None
 
 
 def _group_drop_rate(r: RunRecord, group: str) -> Optional[float]:
