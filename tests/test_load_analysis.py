@@ -68,6 +68,15 @@ def test_websessions_summary_keeps_the_mixed_halves_apart_and_plots(tmp_path):
     assert all(r["rate_bps"] == 5e6 for r in rows)
     ss = [r for r in rows if r["variant"] == "ss"][0]
     assert ss["qs_approved_fraction_mean"] is None
+    # Paired by repetition: qs's utilisation is 0.01 above ss's in both pairs (an exact
+    # interval), its drop rate 0.002 and 0.004 above (t with 1 degree of freedom).
+    qs = [r for r in rows if r["variant"] == "qs" and r["sweep_value"] == 50][0]
+    assert qs["utilisation_paired_diff"] == pytest.approx(0.01)
+    assert (qs["utilisation_paired_ci_low"], qs["utilisation_paired_ci_high"]) == pytest.approx((0.01, 0.01))
+    assert qs["drop_rate_paired_diff"] == pytest.approx(0.003)
+    # sd of (0.002, 0.004) is 0.002/√2, over √2 pairs: 0.001; t(0.975, 1) = 12.706
+    assert qs["drop_rate_paired_ci_high"] - 0.003 == pytest.approx(12.706 * 0.001, rel=1e-3)
+    assert websessions.ANALYSIS.display({**qs, "profile": "p"})[-1].startswith("+1.00 [+1.00, +1.00] pt, +0.30 [")
     assert len(websessions.ANALYSIS.display({**half, "profile": "p"})) == len(websessions.ANALYSIS.display_headers)
     out = websessions.ANALYSIS.plots(tmp_path, campaign, recs, rows, plots.variant_colours(["ss", "qs", "half"]))
     assert {p.kind for p in out} == {"websessions_load", "websessions_perconn"}

@@ -37,6 +37,15 @@ def test_mean_ci_small_and_constant_samples():
     assert stats.mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
 
 
+def test_paired_difference_over_the_shared_repetitions():
+    d = stats.paired_difference({1: 10.0, 2: 13.0, 3: 99.0}, {1: 9.0, 2: 10.0})
+    assert d.diff == pytest.approx(2.0)                    # (1 + 3) / 2; repetition 3 has no pair
+    assert d.ci == pytest.approx((2.0 - 12.706, 2.0 + 12.706), rel=1e-4)     # sd √2, n 2: t × 1
+    assert stats.paired_difference({1: 1.0}, {2: 1.0}) is None
+    one = stats.paired_difference({1: 2.0}, {1: 1.5})
+    assert one.diff == pytest.approx(0.5) and one.ci is None and not one.significant
+
+
 def test_welch_difference_by_hand():
     # var 2 in each group of 2 -> se^2 = 1 + 1, df = 4 / (1 + 1) = 2
     d = stats.welch_difference([10, 12], [0, 2])

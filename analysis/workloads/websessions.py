@@ -190,7 +190,29 @@ COLUMNS = [*(m.col(k) for m in (UTIL, DROPS) for k in ("mean", "median", "ci_low
            "qs_failure_fraction_mean", "qs_bandwidth_mean_bps", "drop_rate_under_mean", "drop_rate_other_mean",
            "utilisation_up_mean", "drop_rate_up_mean",
            *(m.col(k) for m in (UTIL, DROPS) for k in ("diff", "diff_ci_low", "diff_ci_high", "ratio", "significant")),
+           *(f"{m.column}_{k}" for m in (UTIL, DROPS) for k in ("paired_diff", "paired_ci_low", "paired_ci_high")),
            "anova_utilisation_p", "rtt_s", "rate_bps", "sweep_param", "sweep_value"]
+
+
+def _paired(m: Compared, runs: list[RunRecord], base: list[RunRecord]) -> Row:
+    """The difference against the baseline paired by repetition: every variant replays the
+    same sessions at one repetition (plan() is seeded by it), so the pairs differ only by
+    the scheme."""
+    d = stats.paired_difference({r.rep: m.get(r) for r in runs}, {r.rep: m.get(r) for r in base})
+    ci = d.ci if d else None
+    return {f"{m.column}_paired_diff": d.diff if d else None, f"{m.column}_paired_ci_low": ci[0] if ci else None,
+            f"{m.column}_paired_ci_high": ci[1] if ci else None}
+
+
+def _paired_text(row: Row) -> str:
+    """'+0.1 [−0.3, +0.5] pt, +0.50 [−1.2, +2.2] pt' (percentage points), '' for the baseline."""
+    out = []
+    for m in (UTIL, DROPS):
+        d, lo, hi = (row.get(f"{m.column}_{k}") for k in ("paired_diff", "paired_ci_low", "paired_ci_high"))
+        if d is None:
+            return ""
+        out.append(f"{100 * d:+.2f}" + (f" [{100 * lo:+.2f}, {100 * hi:+.2f}]" if lo is not None else "") + " pt")
+    return ", ".join(out)
 
 
 def _mean(xs: list) -> Optional[float]:
@@ -203,7 +225,8 @@ class WebSessionsAnalysis(WorkloadAnalysis):
     columns = COLUMNS
     compared = (UTIL, DROPS)
     display_headers = ["profile", "variant", "runs", "load", "utilisation", "drop rate", "QS approved", "QS failures",
-                       "QS bandwidth", "connections", "duration mean", "Δ drop rate vs baseline"]
+                       "QS bandwidth", "connections", "duration mean", "Δ drop rate vs baseline",
+                       "paired Δ utilisation, Δ drop rate (95 %)"]
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
         return run_metrics(run_dir, meta["spec"], int(meta["profile_params"].get("mtu") or 1500) - TCPIP_HEADERS)
@@ -223,7 +246,8 @@ class WebSessionsAnalysis(WorkloadAnalysis):
                 "drop_rate_up_mean": _mean([m["drop_rate"] for m in up])}
 
     def compare(self, runs: list[RunRecord], base: list[RunRecord]) -> Row:
-        return {**compare_metric(UTIL, runs, base), **compare_metric(DROPS, runs, base)}
+        return {**compare_metric(UTIL, runs, base), **compare_metric(DROPS, runs, base),
+                **_paired(UTIL, runs, base), **_paired(DROPS, runs, base)}
 
     def display(self, row: Row) -> list[str]:
         from analysis.report import cell_label, change_text
@@ -236,7 +260,8 @@ class WebSessionsAnalysis(WorkloadAnalysis):
                 pct(row["qs_failure_fraction_mean"], ".2%"),
                 "–" if row["qs_bandwidth_mean_bps"] is None else f"{row['qs_bandwidth_mean_bps'] / 1e3:.0f} kbit/s",
                 "–" if row["connections_mean"] is None else f"{row['connections_mean']:.0f}",
-                "–" if row["duration_mean_s"] is None else f"{row['duration_mean_s']:.2f} s", change_text(row, DROPS)]
+                "–" if row["duration_mean_s"] is None else f"{row['duration_mean_s']:.2f} s", change_text(row, DROPS),
+                _paired_text(row)]
 
     def plots(self, out: Path, campaign: dict[str, Any], records: list[RunRecord], rows: list[Row],
               colours: dict[str, str]) -> list[Plot]:
