@@ -306,6 +306,8 @@ def _load_figure(profile: str, runs: list[RunRecord], colours: dict[str, str]) -
     for ax, (_, label, _) in zip(axes, keys):
         ax.set_xlabel(param)
         ax.set_ylabel(label)
+        # Shares: a t interval over a few heavy-tailed runs reaches past 0 and 100 %.
+        ax.set_ylim(0, 100 if ax in (axes[0], axes[2]) else None)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"{profile}: web sessions under load", fontsize=11)
