@@ -11,7 +11,8 @@ kind of connection (JSON lines):
 
 - late_ms: the client's connect() (HTTP) or curl's fork (FTP) minus the schedule,
   p50/p99/max over every connection of the run — the generator's own timing; the target
-  is p99 ≤ 1 ms;
+  is p99 ≤ 1 ms; for FTP also spawn_ms, how long forking curl took (the launcher's next
+  transfer waits for it);
 - peak_open: the most HTTP connections one client host had open at once (nothing bounds
   it but the file-descriptor limit);
 - connections, and the run's delay-element lateness p99 (the emulator not starved).
@@ -49,6 +50,12 @@ def scheduled_starts(meta: dict) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
+def spawn_ms(meta: dict) -> list[float]:
+    """FTP: how long forking curl held the launcher (it delays the next transfer's start)."""
+    return [(f["spawned"] - f["started"]) * 1e3 for f in meta["spec"].get("fetches") or []
+            if f.get("kind") == "ftp" and f.get("spawned")]
+
+
 def figures(campaign: Path) -> list[dict]:
     out = []
     for rec in Campaign.open(campaign).records():
@@ -59,14 +66,19 @@ def figures(campaign: Path) -> list[dict]:
         peaks = [v["peak_open"] for v in app.values() if isinstance(v, dict) and "peak_open" in v] or \
             list((app.get("peak_open") or {}).values())
         for kind, pairs in scheduled_starts(meta).items():
-            late = np.array([(b - a) * 1e3 for a, b in pairs])
+            late = [(b - a) * 1e3 for a, b in pairs]
             out.append({"run": rec.run_id, "sweep": rec.sweep, "kind": kind, "connections": len(late),
-                        "late_ms": {"p50": round(float(np.percentile(late, 50)), 3),
-                                    "p99": round(float(np.percentile(late, 99)), 3),
-                                    "max": round(float(late.max()), 3)},
+                        "late_ms": _p(late),
                         "peak_open": max(peaks) if peaks and kind == "http" else None,
+                        **({"spawn_ms": _p(spawn_ms(meta))} if kind == "ftp" and spawn_ms(meta) else {}),
                         "delay_late_p99_ms": max(late_delay) / 1e3 if late_delay else None})
     return out
+
+
+def _p(xs: list[float]) -> dict:
+    a = np.array(xs)
+    return {"p50": round(float(np.percentile(a, 50)), 3), "p99": round(float(np.percentile(a, 99)), 3),
+            "max": round(float(a.max()), 3)}
 
 
 def main() -> int:

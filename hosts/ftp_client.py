@@ -8,10 +8,13 @@ connection) and local_port + 1 (the data connection: curl binds it from the same
 so the analysis finds each transfer's data connection in a capture by its port. The
 ports come from a range below the kernel's ephemeral one, so nothing else takes them.
 Like the HTTP client this launcher is open loop: a transfer starts on time whether or not
-earlier ones finished; it sleeps with nanosleep to the start, then forks curl.
+earlier ones finished. It sleeps (nanosleep) until SPIN_S before the start and spins the
+rest: a launcher that slept for a second is woken late by whatever else the host's CPU
+runs, and spinning moves that wake-up off the deadline. Then it forks curl.
 
-The report (JSON) lists per transfer: the schedule and the actual start (wall clock), the
-ports, curl's exit code, FTP response code and bytes downloaded.
+The report (JSON) lists per transfer: the schedule, the actual start and when curl's
+process was running (wall clock), the ports, curl's exit code, FTP response code and bytes
+downloaded.
 """
 from __future__ import annotations
 
@@ -26,30 +29,42 @@ from pathlib import Path
 from typing import Optional
 
 
+SPIN_S = 0.002
+
+
+def wait_until(deadline: float) -> None:
+    """Return at `deadline` (time.monotonic()): sleep to SPIN_S before it, spin the rest."""
+    rest = deadline - time.monotonic()
+    if rest > SPIN_S:
+        time.sleep(rest - SPIN_S)
+    while time.monotonic() < deadline:
+        pass
+
+
 def run(entries: list, start_at: float, max_time_s: float) -> dict:
     mono0 = time.monotonic() + (start_at - time.time())
     outdir = Path(tempfile.mkdtemp(prefix="startlab-ftp-"))
     jobs = []
     try:
         for i, (offset, url, port) in sorted(enumerate(entries), key=lambda e: e[1][0]):
-            wait = mono0 + float(offset) - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
             out = open(outdir / f"{i}.json", "w")
+            wait_until(mono0 + float(offset))
             started = time.time()
             proc = subprocess.Popen(["curl", "-s", "-o", "/dev/null", "--ftp-pasv", "--local-port",
                                      f"{port}-{port + 1}", "--max-time", f"{max_time_s:g}", "-w", "%{json}", url],
                                     stdout=out, stderr=subprocess.DEVNULL)
+            spawned = time.time()
             out.close()
-            jobs.append((i, float(offset), url, int(port), started, proc))
+            jobs.append((i, float(offset), url, int(port), started, spawned, proc))
         transfers = []
-        for i, offset, url, port, started, proc in sorted(jobs):
+        for i, offset, url, port, started, spawned, proc in sorted(jobs):
             rc = proc.wait()
             try:
                 w = json.loads((outdir / f"{i}.json").read_text() or "{}")
             except ValueError:
                 w = {}
             transfers.append({"index": i, "url": url, "scheduled": start_at + offset, "started": started,
+                              "spawned": spawned,
                               "local_port": int(w.get("local_port") or 0), "data_port": port + 1, "exit": rc,
                               "code": int(w.get("response_code") or 0),
                               "bytes": int(w.get("size_download") or 0)})

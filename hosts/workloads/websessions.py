@@ -275,7 +275,8 @@ def _ftp_log(workdir: Path, ftp_of: dict, group: dict, size: int) -> list[dict]:
                 raise WorkloadError(f"pair {i}: FTP transfer {r['index']} failed: {r}")
             out.append({"pair": i, "direction": "up" if group[i] == "reverse" else "down", "kind": "ftp",
                         "group": group[i], "session": t.session, "size_bytes": size, "scheduled": r["scheduled"],
-                        "started": r["started"], "local_port": r["data_port"], "bytes": r["bytes"], "cut": cut})
+                        "started": r["started"], "spawned": r.get("spawned"), "local_port": r["data_port"],
+                        "bytes": r["bytes"], "cut": cut})
     return out
 
 
