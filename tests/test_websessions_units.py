@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from hosts.arrivals_client import read_schedule
-from hosts.workloads import ns2web
+from hosts.workloads import ns2web, websessions
+from hosts.workloads.base import WorkloadError
 from hosts.workloads.websessions import WORKLOAD, pair_rtts, plan
 from machine.errors import UserError
 from scenarios.spec import load_scenario
@@ -141,3 +142,23 @@ def test_ping_figures_take_the_exact_summary_over_rounded_samples():
     assert ping.samples(out) == [135.0, 135.0]           # ping prints whole ms from 100 ms on
     assert fig["rtt_mean_ms"] == 135.203 and fig["rtt_min_ms"] == 135.104 and fig["rtt_samples"] == 2
     assert ping.rtt_matches(135.203, 135.2) and not ping.rtt_matches(136.6, 135.2)
+
+
+class _Host:
+    """A stand-in host whose `ss` lists a TIME-WAIT socket for its first `busy` polls."""
+    def __init__(self, name: str, busy: int):
+        self.name, self.busy, self.asked = name, busy, []
+
+    def cmd(self, command: str) -> str:
+        self.asked.append(command)
+        self.busy -= 1
+        return "TIME-WAIT 0 0 10.1.0.1:20093 10.2.0.1:21\n" if self.busy >= 0 else "\n"
+
+
+def test_a_run_waits_for_the_previous_runs_ftp_ports(monkeypatch):
+    monkeypatch.setattr(websessions.time, "sleep", lambda s: None)
+    hosts = [_Host("stl01cl1", 2), _Host("stl01cl2", 0)]
+    websessions.wait_ports_free(hosts, timeout_s=60)
+    assert len(hosts[0].asked) == 3 and "sport >= :20000 and sport <= :32767" in hosts[0].asked[0]
+    with pytest.raises(WorkloadError, match=r"stl01cl1: TIME-WAIT .*10.1.0.1:20093"):
+        websessions.wait_ports_free([_Host("stl01cl1", 10 ** 6)], timeout_s=0)

@@ -41,6 +41,9 @@ CLIENT = Path(__file__).resolve().parent.parent / "arrivals_client.py"
 FTP_CLIENT = Path(__file__).resolve().parent.parent / "ftp_client.py"
 FTP_LOCAL_PORTS = (20000, 32767)     # below the kernel's ephemeral range: two per transfer (control, data)
 START_DELAY_S = 2.0
+# A network serves runs in turn: a transfer the previous run ended late (or cut) leaves its
+# pinned ports in TIME_WAIT (60 s) or a lingering FIN_WAIT, and curl cannot bind them again.
+PORTS_FREE_TIMEOUT_S = 180.0
 UNFINISHED = "not finished within the timeout"
 CURL_TIMEOUT = 28                    # curl's exit code when --max-time ran out
 
@@ -172,6 +175,9 @@ class WebSessions(Workload):
         most = (FTP_LOCAL_PORTS[1] - FTP_LOCAL_PORTS[0]) // 2
         if any(len(ts) > most for ts in ftp_of.values()):
             raise WorkloadError(f"more than {most} FTP transfers from one host: add hosts")
+        t_wait = time.monotonic()
+        wait_ports_free([ends[i][2] for i, ts in ftp_of.items() if ts], PORTS_FREE_TIMEOUT_S)
+        session.timings["ftp_ports_wait_s"] = time.monotonic() - t_wait
         start_at = time.time() + START_DELAY_S
         procs = _start_clients(session, p, ends, web_of, ftp_of, paths, ftp_path, start_at)
         session.ready()
@@ -193,6 +199,27 @@ class WebSessions(Workload):
                   "ftp_data_ports": list(FTP_DATA_PORTS)},
             app={"peak_open": {i: read_report(session.workdir / f"fetches-{i}.json", "web sessions client")["peak_open"]
                                for (what, i) in procs if what == "web"}})
+
+
+def ports_in_use(ss_lines: str) -> list[str]:
+    """The sockets `ss -Htan` listed (one per non-empty line)."""
+    return [line.strip() for line in ss_lines.splitlines() if line.strip()]
+
+
+def wait_ports_free(hosts: list, timeout_s: float) -> None:
+    """Wait until no socket on `hosts` holds a port of FTP_LOCAL_PORTS, which every run's
+    transfers pin; fail the run, naming the sockets, if they outlive `timeout_s`."""
+    lo, hi = FTP_LOCAL_PORTS
+    deadline = time.monotonic() + timeout_s
+    while True:
+        busy = {h.name: ports_in_use(h.cmd(f"ss -Htan '( sport >= :{lo} and sport <= :{hi} )'")) for h in hosts}
+        busy = {k: v for k, v in busy.items() if v}
+        if not busy:
+            return
+        if time.monotonic() > deadline:
+            raise WorkloadError(f"FTP ports still in use after {timeout_s:g} s: "
+                                + "; ".join(f"{k}: {v[0]} (+{len(v) - 1})" for k, v in busy.items()))
+        time.sleep(1.0)
 
 
 def _by_pair(plan_: dict[str, list], fwd: list[int], rev: list[int]) -> dict[int, list]:
