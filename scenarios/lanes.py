@@ -12,6 +12,7 @@ for one lane. This process only plans, starts, watches and cleans up.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -30,6 +31,9 @@ LANES_DIR = "lanes"            # inside the campaign: each lane's run list, log 
 CPUS_PER_LANE = 2              # a lane's end hosts, routers and delay line share these
 RUN_PY = Path(__file__).resolve().parent.parent / "run.py"
 STOP_GRACE_S = 120.0           # a worker tears its network down on SIGTERM; give it time
+CPUSET_REMOVE_S = 30.0         # a lane's last processes leave its cpuset within this
+
+log = logging.getLogger("startlab.lanes")
 
 
 def auto_lanes(cpus: int) -> int:
@@ -138,12 +142,14 @@ def run_lanes(campaign: Campaign, todo: list[Run], total: int, lanes: int,
     lane_dir.mkdir(exist_ok=True)
     owner = registry.new_instance()          # the lanes' cpusets and workers, by name and PID
     workers: list[tuple[int, subprocess.Popen, Path]] = []
+    groups: list[cpuset.Cpuset] = []
     progress = Progress(total, total - len(todo))
     t0 = time.monotonic()
     try:
         for k, (share, cpus) in enumerate(zip(shares, lane_cpus)):
             group = cpuset.create(f"{owner.id}-{k}", cpus)
             owner.add_undo(["rmdir", str(group.path)], f"cpuset {group.path}")
+            groups.append(group)
             runs_file = lane_dir / f"lane-{k}.runs"
             runs_file.write_text("".join(f"{r.run_id}\n" for r in share))
             stats_file = lane_dir / f"lane-{k}.stats.json"
@@ -169,8 +175,20 @@ def run_lanes(campaign: Campaign, todo: list[Run], total: int, lanes: int,
     finally:
         _stop(workers)
         progress.close()
+        _remove_cpusets(groups)
         owner.remove_all()
     return _merge_stats(total, len(todo), workers, lane_dir, time.monotonic() - t0)
+
+
+def _remove_cpusets(groups: list[cpuset.Cpuset]) -> None:
+    """Remove the lanes' cpusets, waiting for their last processes (a worker's network
+    teardown ends shells that may still be exiting when it returns): the registry's undo is a
+    single rmdir, which failed on such a busy cpuset and left it behind for `clean`."""
+    for group in groups:
+        try:
+            cpuset.remove(group.path, wait_s=CPUSET_REMOVE_S)
+        except OSError as exc:
+            log.warning("cpuset %s not removed: %s (run.py clean removes it)", group.path, exc)
 
 
 def _stop(workers: list[tuple[int, subprocess.Popen, Path]]) -> None:

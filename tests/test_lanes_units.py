@@ -118,3 +118,20 @@ def test_run_lists_name_only_runs_of_the_scenario(tmp_path):
         select_runs(sc, {"nope", ids[0]})
     with pytest.raises(UserError, match="--only"):
         read_run_list(tmp_path / "missing")
+
+
+def test_lane_cpusets_are_removed_waiting_for_their_last_processes(monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    from scenarios import lanes
+    calls = []
+
+    def remove(path, wait_s):
+        calls.append((path, wait_s))
+        if path == "busy":
+            raise OSError(16, "Device or resource busy")
+        return True
+    monkeypatch.setattr(lanes.cpuset, "remove", remove)
+    lanes._remove_cpusets([SimpleNamespace(path="busy"), SimpleNamespace(path="free")])
+    assert calls == [("busy", lanes.CPUSET_REMOVE_S), ("free", lanes.CPUSET_REMOVE_S)]   # one busy does not stop the rest
+    assert "cpuset busy not removed" in caplog.text
