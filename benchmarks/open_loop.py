@@ -65,12 +65,13 @@ def figures(campaign: Path) -> list[dict]:
         app = meta.get("app") or {}
         peaks = [v["peak_open"] for v in app.values() if isinstance(v, dict) and "peak_open" in v] or \
             list((app.get("peak_open") or {}).values())
+        spawns = spawn_ms(meta)
         for kind, pairs in scheduled_starts(meta).items():
             late = [(b - a) * 1e3 for a, b in pairs]
             out.append({"run": rec.run_id, "sweep": rec.sweep, "kind": kind, "connections": len(late),
                         "late_ms": _p(late),
                         "peak_open": max(peaks) if peaks and kind == "http" else None,
-                        **({"spawn_ms": _p(spawn_ms(meta))} if kind == "ftp" and spawn_ms(meta) else {}),
+                        **({"spawn_ms": _p(spawns)} if kind == "ftp" and spawns else {}),
                         "delay_late_p99_ms": max(late_delay) / 1e3 if late_delay else None})
     return out
 

@@ -3,7 +3,7 @@ place for its shape and for what it needs on the machine."""
 from __future__ import annotations
 
 import shutil
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
 
@@ -14,16 +14,15 @@ RTT_MS = 50.0
 LIMIT_BYTES = 208 * 1514
 
 
-def quic_path(tag: str, need: tuple[tuple[str, bool], ...] = ()) -> Iterator[QuicNet]:
+def quic_path(tag: str, missing: Optional[str] = None) -> Iterator[QuicNet]:
     """Yield a built 50 Mbit/s, 50 ms path; skip, saying what is missing, when the binaries
-    or tcpdump (or anything in `need`: (what, present)) are not there."""
+    or tcpdump are not there, or with `missing`, what else the caller needs and lacks."""
     missing = [str(b) for b in (SERVER_BIN, CLIENT_BIN, DELAYLINE_BIN) if not b.exists()]
     if missing:
         pytest.skip(f"not built: {', '.join(missing)} (cargo build --release)")
     if shutil.which("tcpdump") is None:
         pytest.skip("tcpdump is not installed")
-    for what, present in need:
-        if not present:
-            pytest.skip(f"{what} is not installed")
+    if missing:
+        pytest.skip(missing)
     with QuicNet(PathSpec(tag=tag, rate_bps=RATE_BPS, rtt_ms=RTT_MS, limit_bytes=LIMIT_BYTES)) as net:
         yield net

@@ -29,8 +29,8 @@ STREAM = 0                     # the client's first bidirectional stream: the re
 
 @pytest.fixture
 def path():
-    yield from quic_path("w", need=(("tshark (it decrypts the capture; playbooks/site.yml installs it)",
-                                     TSHARK is not None),))
+    yield from quic_path("w", missing=None if TSHARK else
+                         "tshark is not installed (it decrypts the capture; playbooks/site.yml installs it)")
 
 
 def carries_request(d: QuicDatagram) -> bool:
