@@ -13,9 +13,10 @@ know: the first flight on the wire against the start window the server reports
 the client sent (`hint_ok`), and the datagrams and bytes the server counted against
 those the capture before the queue saw (`sent_ok`: exact, one datagram per packet).
 
-Emulator: the delay element's own figures over the run (drops, lateness). A run is
-flagged, not failed, when the element dropped anything or released frames more than
-1 ms late at the 99th percentile: the summary counts such runs per cell.
+Emulator: the delay element's own figures over the run (drops, lateness) and the host
+monitor's (timer wake-ups, steal). A run is flagged, not failed, when the element dropped
+anything, released frames more than 1 ms late at the 99th percentile, or the host was
+unfit while it ran: the summary counts such runs per cell.
 """
 from __future__ import annotations
 
@@ -138,4 +139,9 @@ def emulator_flags(meta: dict[str, Any]) -> list[str]:
         p99 = (element.get("lateness_us") or {}).get("p99")
         if p99 is not None and p99 > LATE_P99_US:
             out.append(f"{where} released frames {p99 / 1000:.2f} ms late at p99")
+    # The host monitor's verdict over the run (steal, late timer wake-ups), recorded by the
+    # run itself; the delay element's lateness above already covers its own share.
+    for flag in (meta.get("host_check") or {}).get("flags") or []:
+        if not flag.startswith("delay lateness"):
+            out.append(flag)
     return out

@@ -113,8 +113,10 @@ def _scenario_section(history: ScenarioHistory, figure: Optional[Path]) -> str:
     return "\n".join(out)
 
 
-def write_index(root: Path, histories: list[ScenarioHistory], generated: str) -> Path:
-    """Draw each scenario's figure beside its nights and write <root>/index.html."""
+def write_index(root: Path, histories: list[ScenarioHistory], generated: str,
+                unfit: list[dict] | None = None) -> Path:
+    """Draw each scenario's figure beside its nights and write <root>/index.html; `unfit`
+    lists the nights the host check refused (nothing ran: neither failures nor regressions)."""
     e = html.escape
     parts = ["<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
              "<title>startlab nightly history</title>"
@@ -131,6 +133,12 @@ def write_index(root: Path, histories: list[ScenarioHistory], generated: str) ->
                      "–" if not h.latest or h.latest["previous"] is None else str(len(h.latest["regressions"]))]
                     for h in histories]
         parts.append(html_table(["scenario", "latest night", "nights shown", "regressions in the latest"], overview, name_columns=2))
+    if unfit:
+        rows = [[u.get("night", "?"), ", ".join(u.get("scenarios") or []), u.get("reason", "")] for u in unfit[-30:]]
+        parts.append("<h2>Nights the host was unfit</h2><p class='note'>The host calibration before these "
+                     "nights found this machine unable to emulate the scenarios' profiles within the fidelity "
+                     "tolerances; nothing ran, so nothing regressed or failed.</p>")
+        parts.append(html_table(["night", "scenarios", "host check"], rows, name_columns=2))
     for history in histories:
         figure = None
         if history.series:

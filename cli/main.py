@@ -23,8 +23,9 @@ RESULT_COMMANDS = ("analyze", "report", "compare")
 def cmd_doctor(args) -> int:
     from machine.capabilities import doctor
     report = doctor()
+    host = None if args.no_host else doctor_host()
     if args.json:
-        emit_json(asdict(report))
+        emit_json({**asdict(report), "host": host})
         return 0 if not report.problems else 1
     print(f"kernel           {report.kernel}")
     print("qdiscs           " + ", ".join(f"{k}: {yes_no(v)}" for k, v in report.qdiscs.items()))
@@ -38,9 +39,30 @@ def cmd_doctor(args) -> int:
     print(f"switch           {report.switch}: {report.switch_reason}")
     if not report.qdiscs.get("netem"):
         print("note             no sch_netem in this kernel: delay comes from startlab's delay line")
+    if host is not None:
+        print(f"host timing      {host['summary']} (measured {host['calibration']['seconds']:.0f} s, "
+              f"CPUs idle then busy)")
+        print(f"emulator tuning  delay line timer lead {host['tuning']['spin_lead_us']} µs, spin up to "
+              f"{host['tuning']['spin_max_us']} µs")
+        for name, v in host["profiles"].items():
+            print(f"  {name:<20} {'fit' if v['ok'] else 'UNFIT: ' + v['reason']}")
     for problem in report.problems:
         print(f"PROBLEM          {problem}")
     return 0 if not report.problems else 1
+
+
+def doctor_host() -> dict:
+    """doctor's `host` section: the calibration's figures, the tuning it gives, and for every
+    profile whether this host can emulate it within the fidelity tolerances (and why not)."""
+    from machine.host import calibrate
+    from topologies.hostfit import tuning_for, verdict
+    from topologies.profiles import load_profiles
+    timing = calibrate()
+    verdicts = {name: verdict(p, timing).as_record() for name, p in load_profiles().items()}
+    brief = timing.brief()
+    return {"timer_wakeup_us": brief["timer_wakeup_us"], "steal_fraction": brief["steal_fraction"],
+            "cpus": brief["cpus"], "clocksource": brief["clocksource"], "calibration": brief,
+            "summary": timing.describe(), "tuning": tuning_for(timing).as_record(), "profiles": verdicts}
 
 
 def cmd_fidelity(args) -> int:
@@ -48,7 +70,9 @@ def cmd_fidelity(args) -> int:
     from topologies.profiles import get_profile
     from topologies.shapers import DelayLineQueue, Tbf
     shaper = Tbf() if args.shaper == "tbf" else DelayLineQueue(policy=args.shaper.partition(":")[2] or "droptail")
-    result = measure(get_profile(args.profile), delay_backend=args.delay_backend, pings=args.pings, shaper=shaper)
+    from topologies.hostfit import FIXED
+    result = measure(get_profile(args.profile), delay_backend=args.delay_backend, pings=args.pings, shaper=shaper,
+                     tuning=FIXED if args.tuning == "fixed" else None)
     if args.json:
         emit_json(result)
     else:
@@ -163,11 +187,18 @@ def cmd_run(args) -> int:
         write_json(campaign.path / LANES_DIR / f"lane-{args.lane}.stats.json", {**stats, "cpus": own_cpus()})
         return 0
     lanes = choose_lanes(args.lanes, len(own_cpus()), args.force)
+    from machine.capabilities import require_root
+    from scenarios.hostcheck import check_host
+    require_root()
+    host_rec = check_host(sc.profiles, args.unfit_host)       # before any network; once per campaign
+    if host_rec["forced"]:
+        print(f"startlab: running on a host unfit for {', '.join(host_rec['unfit_profiles'])} "
+              "(--unfit-host): every run is flagged", file=sys.stderr)
     if lanes == 1:
-        campaign, stats = run_campaign(sc, out, args.delay_backend, only)
+        campaign, stats = run_campaign(sc, out, args.delay_backend, only, host_rec=host_rec)
     else:
         campaign, stats = run_campaign_in_lanes(sc, out, args.delay_backend, lanes,
-                                                [str(sc.path.resolve()), *_overrides(args)], only)
+                                                [str(sc.path.resolve()), *_overrides(args)], only, host_rec)
     return finish(campaign.path, args.json, stats)
 
 
@@ -208,7 +239,8 @@ def cmd_compare(args) -> int:
 
 def cmd_nightly(args) -> int:
     """One night of the configured scenarios; 1 when a cell regressed, 3 when nothing
-    regressed but a scenario or run failed (the night is incomplete), else 0."""
+    regressed but a scenario or run failed (the night is incomplete), 4 when the host check
+    found this host unfit (nothing ran), else 0."""
     from analysis.report import format_value, size_text
     from scenarios.nightly import run_night
     from scenarios.nightly_config import load_nightly_config
@@ -217,6 +249,12 @@ def cmd_nightly(args) -> int:
                         "(playbooks/nightly.yml): pass --once")
     config = load_nightly_config(args.config, args.root)
     outcome = run_night(config, delay_backend=args.delay_backend)
+    if outcome.host_unfit:
+        if args.json:
+            print(outcome.regressions_file.read_text(), end="")
+        print(f"startlab: host unfit tonight, nothing ran: {outcome.host_unfit}\nhistory: {outcome.index}",
+              file=sys.stderr)
+        return 4
     if args.json:
         print(outcome.regressions_file.read_text(), end="")
     else:
@@ -240,9 +278,18 @@ def cmd_nightly(args) -> int:
 
 def cmd_demo(args) -> int:
     """The README's main job: the embedded smoke scenario, its table and report."""
+    from machine.capabilities import require_root
+    from scenarios.hostcheck import check_host
     from scenarios.runner import ROOT, run_campaign
     from scenarios.spec import load_scenario
-    campaign, stats = run_campaign(load_scenario(ROOT / "scenarios" / "smoke.yaml"), None)
+    require_root()
+    sc = load_scenario(ROOT / "scenarios" / "smoke.yaml")
+    host_rec = check_host(sc.profiles, allow_unfit=True)     # the demo runs anyway, flagged
+    if host_rec["forced"]:
+        print(f"startlab: this host is unfit for {', '.join(host_rec['unfit_profiles'])} right now "
+              f"({host_rec['verdicts'][host_rec['unfit_profiles'][0]]['reason']}): the runs are flagged",
+              file=sys.stderr)
+    campaign, stats = run_campaign(sc, None, host_rec=host_rec)
     return finish(campaign.path, args.json, stats)
 
 
@@ -252,8 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("doctor", help="kernel and tool capabilities, and the backends startlab will use")
+    p = sub.add_parser("doctor", help="kernel and tool capabilities, the backends startlab will use, and "
+                                      "whether this host can emulate each profile (a 10 s timing calibration)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--no-host", action="store_true", help="skip the host timing calibration")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("fidelity", help="build a profile's network and check its rate, delay, queue and losses")
@@ -264,6 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shaper", default="tbf", choices=["tbf", "delayline", "delayline:droptail", "delayline:pushout",
                                                        "delayline:red"],
                    help="how the bottleneck queues: tc tbf (default) or the delay line's own queue [with a policy]")
+    p.add_argument("--tuning", default="measured", choices=["measured", "fixed"],
+                   help="the emulator's timing parameters: from this host's calibration (default) or the old "
+                        "fixed constants (80 µs timer lead, 500 µs tbf bucket), for comparison")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_fidelity)
 
@@ -284,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lanes", default="1", metavar="N|auto",
                    help="run N testbeds at once, each confined to its own CPUs (auto: one per 2 CPUs)")
     p.add_argument("--force", action="store_true", help="allow more lanes than 2 CPUs each (fidelity suffers)")
+    p.add_argument("--unfit-host", action="store_true",
+                   help="run even where the host calibration finds this host unfit for a profile "
+                        "(every run is flagged with the reason)")
     p.add_argument("--only", metavar="FILE", help="run only the run ids listed in FILE (one per line)")
     p.add_argument("--lane", type=int, help=argparse.SUPPRESS)      # a worker of --lanes
     p.add_argument("--json", action="store_true", help="print the summary path and per-variant figures as JSON")
@@ -359,7 +414,7 @@ def main(argv: list[str]) -> int:
         return args.func(args)
     except UserError as exc:
         print(f"startlab: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_code", 2)
     except KeyboardInterrupt:
         print("startlab: interrupted; everything it created was removed", file=sys.stderr)
         return 130

@@ -28,8 +28,10 @@ from hosts.process import NodeProcess, wait_until
 from hosts.quic_endpoints import controller_kind, server_connections
 from hosts.variants import Variant
 from hosts.workloads.base import WorkloadError
+from machine import host
 from results.schema import CAPTURE_FILES
 from topologies import delay
+from topologies.hostfit import run_flags
 
 log = logging.getLogger("startlab.session")
 SOCKET_WATCH = Path(__file__).resolve().with_name("socket_watch.py")
@@ -84,6 +86,8 @@ class RunSession:
         self._t0 = time.monotonic()
         self._delay_before = self.net.delay_snapshot()
         self._drops_before = self.net.queue_drops()
+        monitor = getattr(self.net, "monitor", None)
+        self._host_before = monitor.snapshot() if monitor is not None else None
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -274,6 +278,8 @@ class RunSession:
             attempt(f"removing {variant.name}", lambda: variant.remove(roles, contexts))
         self._installed = []
         delay_after = attempt("reading the delay element", self.net.delay_snapshot) or []
+        host_after = (attempt("reading the host monitor", self.net.monitor.snapshot)
+                      if self._host_before is not None else None)
         drops_after = attempt("reading the queues", self.net.queue_drops) or {}
         self.timings["stop_s"] = time.monotonic() - t0
         lost = [s for s in stats if s and s.get("dropped_by_kernel")]
@@ -285,6 +291,9 @@ class RunSession:
             "queue_drops": {k: drops_after[k] - self._drops_before.get(k, 0) for k in drops_after},
             "emulator": [delay.interval_figures(b, a) for b, a in zip(self._delay_before, delay_after)],
         }
+        monitor = host.interval(self._host_before, host_after) if host_after else None
+        self._record["host_check"] = {"monitor": monitor.brief() if monitor else None,
+                                "flags": run_flags(monitor, self._record["emulator"])}
         return problems
 
     def record(self) -> dict[str, Any]:

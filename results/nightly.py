@@ -24,6 +24,7 @@ from results.store import read_json_or_none, write_json
 INDEX_HTML = "index.html"
 REGRESSIONS_JSON = "regressions.json"
 VERDICT_FILE = "nightly.json"
+UNFIT_FILE = "host-unfit.json"      # nights the host check refused, newest last
 NIGHTLY_FORMAT = 1
 
 
@@ -78,3 +79,15 @@ def write_verdict(night: Path, verdict: dict[str, Any]) -> None:
 def read_verdict(night: Path) -> Optional[dict[str, Any]]:
     """A night's stored verdict, or None where it has none (a campaign run by hand)."""
     return read_json_or_none(night / VERDICT_FILE)
+
+
+def record_unfit_night(root: Path, entry: dict[str, Any]) -> None:
+    """Append a night the host was unfit for (date, reason, figures) to the root's log, so
+    the history page shows it as such rather than as failed runs or a gap."""
+    nights = unfit_nights(root)
+    nights.append(entry)
+    write_json(root / UNFIT_FILE, {"format": NIGHTLY_FORMAT, "nights": nights})
+
+
+def unfit_nights(root: Path) -> list[dict[str, Any]]:
+    return list((read_json_or_none(root / UNFIT_FILE) or {}).get("nights") or [])

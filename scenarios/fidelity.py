@@ -24,8 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from hosts.apps import Iperf3Server, iperf3_reverse_client
+from machine.host import HostTiming
 from hosts.ping import percentile, ping_output, ping_rtts, rtt_matches, samples, summary
 from hosts.process import NodeProcess
+from topologies.hostfit import LATE_P99_US, EmulatorTuning, verdict
 from topologies.network import Network
 from topologies.profiles import LinkProfile
 from topologies.shapers import Shaper
@@ -34,7 +36,6 @@ from wire.tcpip import ETH_HEADER
 RATE_TOLERANCE = 0.01                 # delivered rate within 1 % of the configured one
 QUEUE_TOLERANCE_FRAMES = 1.0          # loaded RTT within one frame's drain time (or the bucket's) …
 QUEUE_TOLERANCE_REL = 0.02            # … + 2 % of the expected loaded RTT
-LATE_P99_US = 1000                    # the delay element's lateness p99 at most 1 ms
 PING_FRAME_BYTES = 98                 # a default ping on the wire: 56 + ICMP 8 + IPv4 20 + Ethernet 14
 FLOOD_FACTOR = 1.5                    # the UDP stream offers 1.5 × the rate: the queue stays full
 UDP_PORT = 5211
@@ -120,7 +121,8 @@ def flood(net: Network, prof: LinkProfile, direction: str, workdir: Path, pings_
     # A probe fits into the full queue only when a frame has just left: it waits for the
     # rest, (limit − one frame) ÷ rate. The shaper's bucket may run up to its burst ahead.
     expected_loaded = prof.rtt_ms + (limit - frame) * 8 / rate * 1000
-    burst_s = prof.tbf_burst_bytes(direction) * 8 / rate
+    applied_burst = net.queue(direction).settings.get("burst_bytes") or prof.tbf_burst_bytes(direction)
+    burst_s = applied_burst * 8 / rate
     # Full throughout: the queue kept dropping (a third of a 1.5x stream) the whole time. A
     # generator that could not keep up (CPU) would make the figures its own, not the link's.
     sent, dropped = after["sent_pkts"] - before["sent_pkts"], after["dropped"] - before["dropped"]
@@ -142,7 +144,18 @@ def _wait_until_dropping(net: Network, direction: str, timeout_s: float) -> None
         time.sleep(0.05)
         if net.shaper.counters(net, queue)["dropped"] > start:
             return
-    raise RuntimeError(f"the UDP stream did not fill the {direction} queue within {timeout_s:.0f} s")
+    raise GeneratorStarved(f"the UDP stream did not fill the {direction} queue within {timeout_s:.0f} s")
+
+
+class GeneratorStarved(RuntimeError):
+    """The witness could not load the link: a verdict on the host, not a crash."""
+
+
+def starved(prof: LinkProfile, direction: str, why: str) -> dict:
+    """A flood's figures when its generator could not fill the queue (every check fails)."""
+    return {"rate_bps": 0.0, "rate_error": -1.0, "measure_s": 0.0, "saturated": False, "queue_sent_pkts": 0,
+            "queue_dropped_pkts": 0, "datagram_bytes": 0, "out_of_order": 0, "rtt_loaded_ms": None,
+            "rtt_loaded_samples": 0, "rtt_loaded_expected_ms": None, "queue_tolerance_ms": None, "error": why}
 
 
 def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path) -> dict:
@@ -171,7 +184,8 @@ def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path)
 
 def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 200,
             workdir: Path | None = None, built: LinkProfile | None = None, tcp: bool = True,
-            shaper: Shaper | None = None) -> dict:
+            shaper: Shaper | None = None, tuning: EmulatorTuning | None = None,
+            monitor_hog: tuple[int, int] | None = None) -> dict:
     """Run the fidelity check; returns the figures DESIGN.md names (and more).
 
     `built`: the profile actually emulated when it differs from the one judged against
@@ -180,18 +194,20 @@ def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 2
     """
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
-            return _measure(profile, built or profile, delay_backend, pings, Path(tmp), tcp, shaper)
-    return _measure(profile, built or profile, delay_backend, pings, Path(workdir), tcp, shaper)
+            return _measure(profile, built or profile, delay_backend, pings, Path(tmp), tcp, shaper, tuning, monitor_hog)
+    return _measure(profile, built or profile, delay_backend, pings, Path(workdir), tcp, shaper, tuning, monitor_hog)
 
 
 def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings: int, workdir: Path,
-             tcp: bool, shaper: Shaper | None) -> dict:
+             tcp: bool, shaper: Shaper | None, tuning: EmulatorTuning | None,
+             monitor_hog: tuple[int, int] | None) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     # The TCP count starts after slow start and its first loss recovery (information only).
     omit_s, seconds = max(2.0, 10 * profile.rtt_s), max(5.0, 20 * profile.rtt_s)
     floods = {}
-    with Network(built, workdir, delay_backend=delay_backend, shaper=shaper) as net:
+    with Network(built, workdir, delay_backend=delay_backend, shaper=shaper, tuning=tuning,
+                 monitor_hog=monitor_hog) as net:
         n = net.names
         client = net.host(n.client(1))
         # One warm-up ping, then the measured ones, spaced so they never queue behind each other.
@@ -203,7 +219,10 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
             # Loaded pings 5 per RTT, never faster than every 10 ms. One more try if the
             # stream could not keep the queue full (a busy machine starves the generator).
             for attempt in range(2):
-                floods[direction] = flood(net, profile, direction, workdir, max(0.01, min(0.2, profile.rtt_s / 5)))
+                try:
+                    floods[direction] = flood(net, profile, direction, workdir, max(0.01, min(0.2, profile.rtt_s / 5)))
+                except GeneratorStarved as exc:
+                    floods[direction] = starved(profile, direction, str(exc))
                 floods[direction]["attempts"] = attempt + 1
                 if floods[direction]["saturated"]:
                     break
@@ -211,6 +230,7 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
         backend = net.delay_backend_name
         queue_drops = net.queue_drops()
         shaper_name = net.shaper.describe()
+        tuning = net.tuning
     delay_stats = net.delay_stats
     if len(rtts) < pings * 0.99:
         raise RuntimeError(f"only {len(rtts)} of {pings} pings were answered")
@@ -218,7 +238,38 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
                    {"setup_s": net.timings.get("setup_s", 0), "teardown_s": net.timings.get("teardown_s", 0),
                     "wall_s": time.monotonic() - t0}, exact["avg"] if exact else None)
     result["shaper"] = shaper_name
+    calibration = tuning.host if tuning else None
+    explain(result, profile, calibration, net.host_timing, net.host_flags())
+    result["emulator_tuning"] = tuning.as_record() if tuning else None
     return result
+
+
+def explain(result: dict, profile: LinkProfile, calibration: HostTiming | None, monitor: HostTiming | None,
+            flags: list[str]) -> None:
+    """Record the host's figures and, when a check failed, the host property that broke it:
+    what the run's monitor flagged, else what the calibration predicted, else nothing known
+    (then the emulator itself is suspect)."""
+    prediction = verdict(profile, calibration) if calibration else None
+    result["host"] = {"calibration": _brief(calibration), "monitor": _brief(monitor), "flags": flags,
+                      "verdict": prediction.as_record() if prediction else None}
+    if result["ok"]:
+        result["explanation"] = ""
+        return
+    failed = [k for k, v in result["checks"].items() if not v]
+    starved_dirs = [d for d, f in result["floods"].items() if f.get("error") or not f["saturated"]]
+    causes = list(flags)
+    if starved_dirs:
+        causes.append("the UDP generator could not fill the " + " and ".join(starved_dirs)
+                      + " queue: the host lacks CPU for this rate")
+    if prediction is not None and not prediction.ok:
+        causes.append("predicted by the host calibration: " + prediction.reason)
+    if not causes and monitor is not None:
+        causes.append(f"no host cause measured ({monitor.describe()}): the emulator is suspect")
+    result["explanation"] = f"{', '.join(failed)}: " + "; ".join(causes)
+
+
+def _brief(timing: HostTiming | None) -> dict | None:
+    return timing.brief() if timing is not None else None
 
 
 def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: dict, bulk: dict | None,
@@ -313,5 +364,10 @@ def print_result(r: dict) -> None:
     if r["goodput_mbps"] is not None:
         print(f"  (information) TCP goodput {r['goodput_mbps']} of ideal {r['goodput_ideal_mbps']} Mbit/s "
               f"({100 * r['goodput_fraction']:.1f} %)")
-    failed = [k for k, v in c.items() if not v]
-    print(f"  {'ok' if r['ok'] else 'NOT ok: ' + ', '.join(failed)}")
+    host = r.get("host") or {}
+    for what in ("calibration", "monitor"):
+        if host.get(what):
+            t = HostTiming.from_record(host[what])
+            print(f"  host ({'before the check, CPUs idle and busy' if what == 'calibration' else 'during the check'}): "
+                  f"{t.describe()}")
+    print(f"  {'ok' if r['ok'] else 'NOT ok: ' + r.get('explanation', '')}")

@@ -115,12 +115,17 @@ def read_run_list(path: Path) -> set[str]:
 
 
 def run_campaign_in_lanes(sc: Scenario, out: Path | None, delay_backend: str, lanes: int,
-                          scenario_argv: list[str], only: set[str] | None = None) -> tuple[Campaign, dict]:
+                          scenario_argv: list[str], only: set[str] | None = None,
+                          host_rec: dict | None = None) -> tuple[Campaign, dict]:
     """The lanes' counterpart of runner.run_campaign; `scenario_argv` is the scenario file
-    and its overrides as `run` takes them, for the workers' command line."""
+    and its overrides as `run` takes them, for the workers' command line. The workers adopt
+    the campaign's host calibration (`host_rec`, written to the campaign here)."""
+    from scenarios.hostcheck import record
     from scenarios.runner import open_campaign, select_runs
     campaign = open_campaign(sc, out)
     campaign.clear_partials()
+    if host_rec is not None:
+        record(campaign.path, host_rec)
     runs = select_runs(sc, only)
     todo = [r for r in runs if not campaign.is_done(r.run_id)]
     worker_argv = ["run", *scenario_argv, "--out", str(campaign.path), "--delay-backend", delay_backend]

@@ -20,13 +20,16 @@ from analysis.runs import analyse_run
 from hosts.ping import pair_rtts, path_rtt
 from hosts.session import RunSession
 from hosts.workloads.base import WorkloadError
-from machine.errors import UserError
+from machine import host
+from machine.errors import HostUnfit, UserError
 from machine.provenance import provenance
 from results import schema
 from results.campaign import Campaign
+from scenarios import hostcheck
 from scenarios.lanes import confinement
 from scenarios.progress import Progress
 from scenarios.spec import Run, Scenario
+from topologies.hostfit import run_flags
 from topologies.network import Network
 
 log = logging.getLogger("startlab.runner")
@@ -49,7 +52,7 @@ def open_campaign(sc: Scenario, out: Path | None) -> Campaign:
 
 
 def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratch: Path, path: dict,
-                lane: int | None = None) -> dict:
+                lane: int | None = None, host_rec: dict | None = None) -> dict:
     """One run into `<run>.partial/`, renamed to `<run>/` when complete. Returns its meta."""
     partial = campaign.start_run(run.run_id)
     t0 = time.monotonic()
@@ -76,6 +79,11 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **provenance(),
     }
+    meta["host_check"] = {**hostcheck.run_record(host_rec, run.profile), **meta.get("host_check", {})}
+    if meta["host_check"].get("forced") and not (meta["host_check"].get("verdict") or {}).get("ok", True):
+        meta["host_check"]["flags"] = [f"run on a host the calibration found unfit for {run.profile} "
+                                 f"({hostcheck.ALLOW_FLAG}): {meta['host_check']['verdict']['reason']}",
+                                 *meta["host_check"].get("flags", [])]
     campaign.write_meta(partial, meta)
     t1 = time.monotonic()
     problems: list[str] = []
@@ -96,6 +104,22 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     return meta
 
 
+def pairs_off(off: dict, net: Network) -> UserError:
+    """One line for per-pair base RTTs that are not as declared: the host's reason when its
+    monitor saw one, else the figures (then the emulator is suspect)."""
+    figures = ", ".join(f"{k} {v['rtt_mean_ms']} ms for {v['rtt_configured_ms']}" for k, v in list(off.items())[:4])
+    more = f" and {len(off) - 4} more" if len(off) > 4 else ""
+    flags = []
+    if net.monitor is not None:
+        timing = host.interval(net.monitor_start, net.monitor.snapshot())
+        flags = run_flags(timing, None)
+    if flags:
+        return HostUnfit(f"per-pair base RTTs not as declared ({figures}{more}): {'; '.join(flags)}. "
+                         "Run again on a quieter host")
+    return UserError(f"per-pair base RTTs not as declared ({figures}{more}) while the host was fit: "
+                     "the delay line is suspect; every pair's figures are in the campaign's networks/ directory")
+
+
 def select_runs(sc: Scenario, only: set[str] | None) -> list[Run]:
     """The scenario's runs in their seeded order, restricted to `only` (a lane's or shard's list)."""
     runs = sc.runs()
@@ -109,12 +133,18 @@ def select_runs(sc: Scenario, only: set[str] | None) -> list[Run]:
 
 
 def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", only: set[str] | None = None,
-                 lane: int | None = None) -> tuple[Campaign, dict]:
+                 lane: int | None = None, host_rec: dict | None = None) -> tuple[Campaign, dict]:
     """Run what is not finished yet of the scenario (or of `only`). A lane (`lane` set) is
-    one of several workers on one campaign: it leaves the others' partial runs alone."""
+    one of several workers on one campaign: it leaves the others' partial runs alone and
+    adopts the campaign's host calibration; otherwise `host_rec` (hostcheck.check_host) is
+    recorded in the campaign."""
     campaign = open_campaign(sc, out)
     if lane is None:
         campaign.clear_partials()
+        if host_rec is not None:
+            hostcheck.record(campaign.path, host_rec)
+    else:
+        host_rec = hostcheck.adopt(campaign.path)
     runs = select_runs(sc, only)
     todo = [r for r in runs if not campaign.is_done(r.run_id)]
     progress = Progress(len(runs), len(runs) - len(todo))
@@ -139,13 +169,12 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
                     path["pairs"] = pair_rtts(net, needs.rtts_ms)
                     off = {k: v for k, v in path["pairs"].items() if not v["ok"]}
                     if off:
-                        raise RuntimeError(f"per-pair base RTTs not as declared: "
-                                           + ", ".join(f"{k} {v['rtt_mean_ms']} ms for {v['rtt_configured_ms']}"
-                                                       for k, v in off.items()))
+                        campaign.write_network(net_name, {"applied": net.applied(), "path": path})
+                        raise pairs_off(off, net)
                 for run in group:
                     progress.show(run.run_id)
                     try:
-                        meta = execute_run(sc, run, net, campaign, scratch, path, lane)
+                        meta = execute_run(sc, run, net, campaign, scratch, path, lane, host_rec)
                         failures_in_a_row = 0
                         t = meta["timings"]
                         stats["traffic_s"] += sc.workload.traffic_s(t)
@@ -158,6 +187,8 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
                             raise UserError(f"{failures_in_a_row} runs in a row failed; last: {exc}") from exc
                     progress.advance()
             campaign.write_network(net_name, {"applied": net.applied(), "timings": net.timings,
+                                              "host": net.host_timing.brief() if net.host_timing else None,
+                                              "host_flags": net.host_flags(),
                                               "delay_stats": net.delay_stats, "path": path})
             stats["network_setup_s"] += net.timings.get("setup_s", 0)
             stats["network_teardown_s"] += net.timings.get("teardown_s", 0)

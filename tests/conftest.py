@@ -29,7 +29,9 @@ def our_processes() -> list[str]:
             argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if comm in OUR_PROGRAMS and ("10.1.0." in argv or "10.2.0." in argv or "stl" in argv):
+        # /proc/PID/comm holds at most 15 characters (startlab-delayline → startlab-delayl).
+        ours = comm in {p[:15] for p in OUR_PROGRAMS}
+        if ours and ("10.1.0." in argv or "10.2.0." in argv or "stl" in argv or " probe " in argv):
             found.append(f"{comm} ({entry.name}): {argv[:80]}")
     return found
 
@@ -83,3 +85,11 @@ def clean_machine():
     assert_nothing_left()
     assert Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text() == allowed, \
         "the root namespace's allowed congestion controls were not restored"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many timing assertions ran in each of their two outcomes (tests/timing.py)."""
+    from timing import COUNTS
+    if COUNTS["qualified"] or COUNTS["flagged"]:
+        terminalreporter.write_line(f"timing assertions: {COUNTS['qualified']} on a qualified host (tolerance "
+                                    f"asserted), {COUNTS['flagged']} on an unfit host (flag asserted)")

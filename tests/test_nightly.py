@@ -11,7 +11,7 @@ from analysis.history import night_verdict, scenario_history
 from analysis.runs import workload_analysis
 from analysis.summary import write_summary
 from cli.main import main
-from machine.errors import UserError
+from machine.errors import HostUnfit, UserError
 from results import nightly
 from results.campaign import Campaign
 from scenarios import nightly as nightly_run
@@ -220,14 +220,36 @@ def fake_campaigns(monkeypatch):
     """run_campaign replaced by synthetic campaigns: `slower` says what tonight's runs add."""
     slower: dict[str, float] = {}
 
-    def fake_run_campaign(sc, out, delay_backend="auto"):
+    def fake_run_campaign(sc, out, delay_backend="auto", host_rec=None):
         night = make_campaign(Path(out), **SMALL)
         for variant, seconds in slower.items():
             shift_fct(night, variant, seconds)
         return Campaign.open(night), {"failed": []}
 
     monkeypatch.setattr(nightly_run, "run_campaign", fake_run_campaign)
+    monkeypatch.setattr(nightly_run, "check_host", lambda profiles, allow_unfit: {"forced": False})
     return slower
+
+
+def test_a_night_on_an_unfit_host_is_recorded_as_such(tmp_path, monkeypatch, capsys):
+    """The host check refuses: nothing runs, the night is 'host unfit' on the history page
+    and in regressions.json, and the command has its own exit code (4), not 1 or 3."""
+    def unfit(profiles, allow_unfit):
+        raise HostUnfit("this host cannot emulate dsl-fast within the fidelity tolerances now: timer wake-ups "
+                        "p99 3357 µs")
+    ran = []
+    monkeypatch.setattr(nightly_run, "check_host", unfit)
+    monkeypatch.setattr(nightly_run, "run_campaign", lambda *a, **k: ran.append(a))
+    cfg = write_config(tmp_path / "n.yaml", "format: 1\nscenarios:\n  - scenario: smoke\n")
+    root = tmp_path / "r"
+    assert main(["nightly", "--once", "--config", str(cfg), "--root", str(root)]) == 4
+    assert ran == []
+    err = capsys.readouterr().err
+    assert "host unfit tonight" in err and "3357" in err
+    assert "3357" in json.loads((root / "regressions.json").read_text())["host_unfit"]
+    page = (root / "index.html").read_text()
+    assert "Nights the host was unfit" in page and "3357" in page
+    assert len(json.loads((root / "host-unfit.json").read_text())["nights"]) == 1
 
 
 def test_nightly_command_exit_status_follows_regressions(tmp_path, fake_campaigns, capsys, monkeypatch):
@@ -247,9 +269,10 @@ def test_nightly_command_exit_status_follows_regressions(tmp_path, fake_campaign
 
 
 def test_nightly_command_reports_a_scenario_that_could_not_run(tmp_path, monkeypatch, capsys):
-    def refuse(sc, out, delay_backend="auto"):
+    def refuse(sc, out, delay_backend="auto", host_rec=None):
         raise UserError("needs root")
     monkeypatch.setattr(nightly_run, "run_campaign", refuse)
+    monkeypatch.setattr(nightly_run, "check_host", lambda profiles, allow_unfit: {"forced": False})
     cfg = write_config(tmp_path / "n.yaml", "format: 1\nscenarios:\n  - scenario: smoke\n")
     assert main(["nightly", "--once", "--config", str(cfg), "--root", str(tmp_path / "root")]) == 3
     assert "failed: smoke" in capsys.readouterr().err

@@ -348,6 +348,9 @@ class DelayLine(DelayBackend):
         # The first CPU this process may use (a lane's own, in lanes): its frames' backlog.
         self.rps_cpu = own_cpus()[0] if rps_cpu is None else rps_cpu
         self.rt_priority = rt_priority
+        # The spin window measured for this host (topologies/hostfit.py); none: the binary's
+        # defaults, the old fixed constants.
+        self.tuning_flags: list[str] = []
         self.proc: subprocess.Popen | None = None
         self.stats_path: Path | None = None
         self.stderr_path: Path | None = None
@@ -363,7 +366,7 @@ class DelayLine(DelayBackend):
                 *(["--cpu-a", str(self.cpus[0]), "--cpu-b", str(self.cpus[1])] if self.cpus else []),
                 *queue_flags("ab", queue_ab), *queue_flags("ba", queue_ba),
                 *(["--pairs-ab", str(pairs_ab)] if pairs_ab else []),
-                *(["--pairs-ba", str(pairs_ba)] if pairs_ba else [])]
+                *(["--pairs-ba", str(pairs_ba)] if pairs_ba else []), *self.tuning_flags]
 
     def start(self, node, intf_a, intf_b, delay_ab_s, delay_ba_s, rate_ab_bps, rate_ba_bps,
               workdir, instance, *, queue_ab: LineQueue | None = None,

@@ -16,12 +16,14 @@ from mininet.net import Mininet
 from mininet.node import Host
 from mininet.nodelib import LinuxBridge
 
-from machine import registry
+from machine import host, registry
+from machine.host import HostMonitor, HostTiming
 from machine.capabilities import require_root, switch_kind
 from machine.cpuset import own_cpus
 from machine.errors import UserError
 from topologies import delay, endhosts
 from topologies.endhosts import EndHostDefaults
+from topologies.hostfit import EmulatorTuning, run_flags, tuning_for
 from topologies.names import PathNames, TOPOLOGIES
 from topologies.path import PathTopo
 from topologies.profiles import LinkProfile
@@ -41,7 +43,8 @@ class Network:
     def __init__(self, profile: LinkProfile, workdir: Path, *, pairs: int = 2,
                  delay_backend: str = "auto", offload: bool | None = None, shaper: Shaper | None = None,
                  defaults: EndHostDefaults | None = None,
-                 pair_rtts_ms: dict[tuple[int, int], float] | None = None):
+                 pair_rtts_ms: dict[tuple[int, int], float] | None = None,
+                 tuning: EmulatorTuning | None = None, monitor_hog: tuple[int, int] | None = None):
         self.profile = profile
         self.workdir = Path(workdir)
         self.pairs = pairs
@@ -60,6 +63,15 @@ class Network:
         self.queues: list[Queue] = []
         self.delay_stats: list[dict] = []
         self.timings: dict[str, float] = {}
+        # The emulator's timing parameters: from this host's calibration unless given
+        # (hostfit.FIXED: the old constants, for before/after comparisons).
+        self.tuning = tuning
+        # The host monitor runs while the network exists; `monitor_hog` makes the host
+        # unfit on purpose (tests of the flagged outcome).
+        self.monitor_hog = monitor_hog
+        self.monitor: HostMonitor | None = None
+        self.monitor_start: dict | None = None
+        self.host_timing: HostTiming | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> "Network":
@@ -89,7 +101,13 @@ class Network:
                                 f"element, not {preference}")
             preference = self.shaper.delay_backend
         backends = [delay.choose_backend(preference) for _ in range(TOPOLOGIES[self.profile.topology] - 1)]
+        if self.tuning is None:
+            self.tuning = tuning_for(host.current())
+        for element in backends:
+            element.tuning_flags = self.tuning.delayline_flags()
         self.instance = registry.new_instance()
+        self.monitor = HostMonitor(self.workdir, self.instance, hog=self.monitor_hog).start()
+        self.monitor_start = self.monitor.snapshot()
         self.names = PathNames(self.instance.prefix, TOPOLOGIES[self.profile.topology], self.pairs)
         for side in ("client", "server"):             # root-namespace objects, by name
             self.instance.add_bridge(self.names.switch(side))
@@ -123,6 +141,12 @@ class Network:
             except Exception as exc:  # keep tearing down; report what failed
                 log.warning("stopping the delay element on %s failed: %s", name, exc)
         self.delays = []
+        if self.monitor is not None:
+            try:
+                self.host_timing = self.monitor.stop()
+            except Exception as exc:
+                log.warning("stopping the host monitor failed: %s", exc)
+            self.monitor = None
         if self.net is not None:
             try:
                 self.net.stop()
@@ -183,7 +207,13 @@ class Network:
             "offload": self.offload,
             "end_hosts": self.defaults.as_dict(),
             "pair_rtts_ms": {f"cl{i}-sv{j}": rtt for (i, j), rtt in sorted(self.pair_rtts_ms.items())},
+            "emulator_tuning": self.tuning.as_record() if self.tuning else None,
         }
+
+    def host_flags(self) -> list[str]:
+        """Why this network's timing cannot be trusted (after teardown: the monitor's whole
+        window and the delay elements' final counters); empty when the host was fit."""
+        return run_flags(self.host_timing, self.delay_stats)
 
     @property
     def delay_backend_name(self) -> str | None:

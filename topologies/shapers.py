@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 
 from topologies.delay import AF13, LineQueue
+from topologies.hostfit import EmulatorTuning
 from topologies.names import PathNames
 from topologies.profiles import LinkProfile
 
@@ -99,9 +100,11 @@ class Tbf(Shaper):
     def __init__(self, child: tuple[str, ...] = ()):
         self.child = tuple(child)
 
-    def settings(self, profile: LinkProfile, node: str, intf: str, direction: str) -> TbfSettings:
+    def settings(self, profile: LinkProfile, node: str, intf: str, direction: str,
+                 tuning: EmulatorTuning | None = None) -> TbfSettings:
+        burst = tuning.tbf_burst_bytes(profile, direction) if tuning else profile.tbf_burst_bytes(direction)
         return TbfSettings(node=node, intf=intf, direction=direction, rate_bps=profile.rate_bps(direction),
-                           burst_bytes=profile.tbf_burst_bytes(direction),
+                           burst_bytes=burst,
                            limit_bytes=profile.buffer_bytes(direction),
                            buffer_packets=profile.buffer_packets(direction))
 
@@ -109,7 +112,7 @@ class Tbf(Shaper):
         router = names.router(hop + 1 if direction == "down" else hop)
         intf = names.egress(router, direction)
         arriving = names.facing(router, "server" if direction == "down" else "client")
-        s = self.settings(profile, router, intf, direction)
+        s = self.settings(profile, router, intf, direction, getattr(net, "tuning", None))
         node = net.host(router)
         net.check(node, " ".join(s.command()))
         if self.child:

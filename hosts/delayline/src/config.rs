@@ -2,15 +2,19 @@
 
 use crate::queue::{Policy, QueueConfig, Red, DEFAULT_LOW_DSCP};
 use crate::ring::MAX_RING_BYTES;
-use crate::schedule::{MAX_DELAY_NS, NS_PER_US};
+use crate::schedule::{Tuning, MAX_DELAY_NS, NS_PER_US};
 use std::path::PathBuf;
 
 pub const USAGE: &str = "usage: startlab-delayline --if-a IFA --if-b IFB --delay-ab-us N --delay-ba-us N \
 --ring-ab-bytes N --ring-ba-bytes N --stats PATH [--cpu-a K --cpu-b K]
   bottleneck per direction D (ab or ba), before the delay:
   [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red] [--low-dscp-D LIST] [--red-D MIN,MAX,P]]
-  per-pair delays per direction (lines SRC_IPV4 DST_IPV4 DELAY_US): [--pairs-D PATH]";
+  per-pair delays per direction (lines SRC_IPV4 DST_IPV4 DELAY_US): [--pairs-D PATH]
+  the spin window before sparse releases (default 80 and 100): [--spin-lead-us N --spin-max-us N]
+or: startlab-delayline probe --help";
 
+/// Longest spin window accepted (5 ms): beyond it a late timer is not worth a core.
+const MAX_SPIN_US: u64 = 5_000;
 /// Largest bottleneck rate accepted (1 Tbit/s): far above what a veth carries.
 const MAX_RATE_BPS: u64 = 1_000_000_000_000;
 
@@ -32,6 +36,8 @@ pub struct Config {
     /// Files of per-pair delays (read at start by `pairs::parse`).
     pub pairs_ab: Option<PathBuf>,
     pub pairs_ba: Option<PathBuf>,
+    /// Timer lead and spin window for sparse releases.
+    pub tuning: Tuning,
 }
 
 /// The queue flags of one direction, as given.
@@ -145,6 +151,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     let mut q_ba = QueueFlags::default();
     let mut pairs_ab = None;
     let mut pairs_ba = None;
+    let mut spin_lead = None;
+    let mut spin_max = None;
     let mut i = 0;
     while i < args.len() {
         let flag = args[i].as_str();
@@ -174,6 +182,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--red-ba" => q_ba.red = Some(red(flag, value)?),
             "--pairs-ab" => pairs_ab = Some(PathBuf::from(value)),
             "--pairs-ba" => pairs_ba = Some(PathBuf::from(value)),
+            "--spin-lead-us" => spin_lead = Some(positive(flag, value, "microseconds", MAX_SPIN_US)? as i64 * NS_PER_US),
+            "--spin-max-us" => spin_max = Some(positive(flag, value, "microseconds", MAX_SPIN_US)? as i64 * NS_PER_US),
             _ => return Err(format!("unknown option {}\n{}", flag, USAGE)),
         }
         i += 2;
@@ -195,7 +205,18 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         queue_ba: queue_config("ba", q_ba)?,
         pairs_ab,
         pairs_ba,
+        tuning: Tuning {
+            spin_lead_ns: spin_lead.unwrap_or(Tuning::FIXED.spin_lead_ns),
+            spin_max_ns: spin_max.unwrap_or(Tuning::FIXED.spin_max_ns),
+        },
     };
+    if cfg.tuning.spin_lead_ns > cfg.tuning.spin_max_ns {
+        return Err(format!(
+            "--spin-lead-us ({}) must not exceed --spin-max-us ({}): the rest of an early wake-up is spun",
+            cfg.tuning.spin_lead_ns / NS_PER_US,
+            cfg.tuning.spin_max_ns / NS_PER_US
+        ));
+    }
     if cfg.if_a == cfg.if_b {
         return Err(format!("--if-a and --if-b are both {:?}: the line needs two interfaces", cfg.if_a));
     }
@@ -239,6 +260,16 @@ mod tests {
         assert!(parse(&args("--if-a a")).unwrap_err().contains("missing --if-b"));
         assert!(parse(&args(&format!("{} --frob 1", OK))).unwrap_err().contains("unknown option"));
         assert!(parse(&args(&OK.replace("--if-b b", "--if-b a"))).is_err());
+    }
+
+    #[test]
+    fn takes_a_spin_window_or_keeps_the_fixed_one() {
+        assert_eq!(parse(&args(OK)).unwrap().tuning, Tuning::FIXED);
+        let c = parse(&args(&format!("{} --spin-lead-us 250 --spin-max-us 300", OK))).unwrap();
+        assert_eq!(c.tuning, Tuning { spin_lead_ns: 250_000, spin_max_ns: 300_000 });
+        let e = parse(&args(&format!("{} --spin-lead-us 400 --spin-max-us 300", OK))).unwrap_err();
+        assert!(e.contains("must not exceed"), "{}", e);
+        assert!(parse(&args(&format!("{} --spin-max-us 6000", OK))).unwrap_err().contains("maximum"));
     }
 
     #[test]

@@ -9,10 +9,11 @@ use crate::frame;
 use crate::pairs::FifoMap;
 use crate::queue::{Bottleneck, QueueStats};
 use crate::ring::Ring;
-use crate::schedule::{self, ClockOffset, Wait, NS_PER_US};
+use crate::schedule::{self, ClockOffset, Tuning, Wait, NS_PER_US};
 use crate::sock::{self, PacketSocket, RecvBatch, Received, VNET_HDR_LEN};
 use crate::stage::{DelayStage, Held};
 use crate::stats::DirStats;
+use crate::timer::{clock_ns, mono, poll, Timer};
 use std::collections::VecDeque;
 use std::os::unix::io::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,6 +49,8 @@ pub struct Direction {
     departed: Vec<(u64, i64)>,
     dropped: Vec<u64>,
     clock: ClockOffset,
+    /// The spin window, from the host's measured timer wake-up latency.
+    tuning: Tuning,
     /// This thread's snapshot eventfd (nonblocking): readable when a snapshot is asked for.
     wake_fd: RawFd,
 }
@@ -88,72 +91,6 @@ fn drain_eventfd(fd: RawFd) {
     }
 }
 
-pub fn clock_ns(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: writes into a local timespec.
-    unsafe {
-        libc::clock_gettime(clock, &mut ts);
-    }
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
-}
-
-fn mono() -> i64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-struct Timer {
-    fd: RawFd,
-}
-
-impl Timer {
-    fn new() -> Result<Timer, String> {
-        // SAFETY: plain timerfd_create.
-        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(format!("timerfd_create: {}", std::io::Error::last_os_error()));
-        }
-        Ok(Timer { fd })
-    }
-
-    /// Fire at absolute CLOCK_MONOTONIC time `at_ns` (immediately if it has passed).
-    fn arm(&self, at_ns: i64) {
-        let at = at_ns.max(1);
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-            it_value: libc::timespec { tv_sec: (at / 1_000_000_000) as _, tv_nsec: (at % 1_000_000_000) as _ },
-        };
-        // SAFETY: valid fd and itimerspec.
-        unsafe {
-            libc::timerfd_settime(self.fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut());
-        }
-    }
-
-    fn clear(&self) {
-        let mut buf = [0u8; 8];
-        // SAFETY: nonblocking read of the expiry counter into a local buffer.
-        unsafe {
-            libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, 8);
-        }
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        // SAFETY: owned fd.
-        unsafe {
-            libc::close(self.fd);
-        }
-    }
-}
-
-fn poll(fds: &[RawFd], timeout_ms: libc::c_int) {
-    let mut p: Vec<libc::pollfd> = fds.iter().map(|fd| libc::pollfd { fd: *fd, events: libc::POLLIN, revents: 0 }).collect();
-    // SAFETY: p is a valid array of pollfd.
-    unsafe {
-        libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms);
-    }
-}
-
 struct SendBufs {
     frames: Vec<(*const u8, usize)>,
     held: Vec<Held>,
@@ -162,7 +99,7 @@ struct SendBufs {
 }
 
 impl Direction {
-    pub fn new(name: &'static str, index: usize, rx: PacketSocket, tx: PacketSocket, fifos: FifoMap, ring: Ring, queue: Option<Bottleneck>, wake_fd: RawFd) -> Direction {
+    pub fn new(name: &'static str, index: usize, rx: PacketSocket, tx: PacketSocket, fifos: FifoMap, ring: Ring, queue: Option<Bottleneck>, wake_fd: RawFd, tuning: Tuning) -> Direction {
         let delays_ns = fifos.delays_ns().to_vec();
         Direction {
             fifos,
@@ -179,6 +116,7 @@ impl Direction {
             dropped: Vec::new(),
             clock: ClockOffset::default(),
             wake_fd,
+            tuning,
         }
     }
 
@@ -393,7 +331,7 @@ impl Direction {
             self.send_due(horizon, &mut bufs, &mut st, stop);
             let now = mono();
             let (next, following) = self.next_releases();
-            match schedule::plan_wait(now, next, following, now + RX_INTERVAL_NS, read == 0) {
+            match schedule::plan_wait(&self.tuning, now, next, following, now + RX_INTERVAL_NS, read == 0) {
                 Wait::Now => {}
                 Wait::Spin(t) => {
                     while mono() < t {

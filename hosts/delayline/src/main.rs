@@ -16,6 +16,8 @@ mod schedule;
 mod sock;
 mod stage;
 mod stats;
+mod timer;
+mod probe;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,7 +32,7 @@ const SNDBUF: i32 = 16 << 20;
 /// only guards against a thread that is stuck.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(3);
 
-fn signal_set() -> libc::sigset_t {
+pub fn signal_set() -> libc::sigset_t {
     // SAFETY: sigset manipulation on a local value.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -100,6 +102,9 @@ fn pin(handle: &std::thread::JoinHandle<Result<stats::DirStats, String>>, cpu: u
 
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(|a| a.as_str()) == Some("probe") {
+        return probe::main(&args[1..]);
+    }
     let cfg = config::parse(&args)?;
     sock::ifindex(&cfg.if_a)?;
     sock::ifindex(&cfg.if_b)?;
@@ -133,6 +138,7 @@ fn run() -> Result<(), String> {
         ring_ab,
         cfg.queue_ab.clone().map(queue::Bottleneck::new),
         wake[0],
+        cfg.tuning,
     );
     let ba = line::Direction::new(
         "b_to_a",
@@ -143,6 +149,7 @@ fn run() -> Result<(), String> {
         ring_ba,
         cfg.queue_ba.clone().map(queue::Bottleneck::new),
         wake[1],
+        cfg.tuning,
     );
     let ctl = Arc::new(line::Control { stop: AtomicBool::new(false), stop_fd: eventfd(0)?, snapshot: AtomicU64::new(0) });
     let link_drops = LinkDrops::new(&cfg.if_b, &cfg.if_a);

@@ -15,15 +15,36 @@ pub const MAX_DELAY_NS: i64 = 10 * NS_PER_S;
 /// read time is used instead.
 const MAX_TIMESTAMP_AGE_NS: i64 = NS_PER_S;
 
-/// timerfd wakes 40–60 µs late on the measured machines: for sparse traffic the timer
-/// is armed this much early and the rest is spun.
-pub const SPIN_LEAD_NS: i64 = 80 * NS_PER_US;
-/// Never spin longer than this.
-pub const SPIN_MAX_NS: i64 = 100 * NS_PER_US;
+/// How early the timer is armed before a sparse frame's release and how long the rest may
+/// be spun. startlab derives both from the host's measured timer wake-up latency (the
+/// `probe` subcommand); the defaults are the constants of the machine the delay line was
+/// first built on, where timerfd woke 40–60 µs late, and stay selectable for comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// Arm the timer this much before a sparse frame's release, then spin the rest.
+    pub spin_lead_ns: i64,
+    /// Never spin longer than this.
+    pub spin_max_ns: i64,
+}
+
 /// The queue counts as sparse when the frame after the next one is released at least
-/// this much later (or there is none): spinning then costs at most
-/// SPIN_MAX_NS / SPARSE_GAP_NS of a core.
-pub const SPARSE_GAP_NS: i64 = 1_000 * NS_PER_US;
+/// this many spin windows later (or there is none): spinning then costs at most a tenth
+/// of a core, whatever the window.
+pub const SPARSE_GAP_SPINS: i64 = 10;
+
+impl Tuning {
+    pub const FIXED: Tuning = Tuning { spin_lead_ns: 80 * NS_PER_US, spin_max_ns: 100 * NS_PER_US };
+
+    pub fn sparse_gap_ns(&self) -> i64 {
+        SPARSE_GAP_SPINS * self.spin_max_ns
+    }
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning::FIXED
+    }
+}
 
 /// Release time of a frame on CLOCK_MONOTONIC.
 ///
@@ -96,7 +117,7 @@ pub enum Wait {
 /// `rx_poll_by` is the latest time at which the receive socket must be read again
 /// (frames carry kernel timestamps, so reading them in batches costs no accuracy; the
 /// bound keeps the socket buffer small). `idle` says the last receive found nothing.
-pub fn plan_wait(now: i64, next: Option<i64>, following: Option<i64>, rx_poll_by: i64, idle: bool) -> Wait {
+pub fn plan_wait(tuning: &Tuning, now: i64, next: Option<i64>, following: Option<i64>, rx_poll_by: i64, idle: bool) -> Wait {
     let t = match next {
         Some(t) => t,
         None => return if idle { Wait::Idle } else { Wait::Timer(rx_poll_by.max(now)) },
@@ -105,14 +126,14 @@ pub fn plan_wait(now: i64, next: Option<i64>, following: Option<i64>, rx_poll_by
         return Wait::Now;
     }
     let sparse = match following {
-        Some(f) => f - t >= SPARSE_GAP_NS,
+        Some(f) => f - t >= tuning.sparse_gap_ns(),
         None => true,
     };
     if sparse {
-        if t - now <= SPIN_MAX_NS {
+        if t - now <= tuning.spin_max_ns {
             return Wait::Spin(t);
         }
-        return Wait::Timer((t - SPIN_LEAD_NS).min(rx_poll_by));
+        return Wait::Timer((t - tuning.spin_lead_ns).min(rx_poll_by));
     }
     Wait::Timer(t.min(rx_poll_by))
 }
@@ -177,35 +198,47 @@ mod tests {
 
     #[test]
     fn empty_queue_blocks_only_when_idle() {
-        assert_eq!(plan_wait(0, None, None, 500_000, true), Wait::Idle);
-        assert_eq!(plan_wait(0, None, None, 500_000, false), Wait::Timer(500_000));
+        assert_eq!(plan_wait(&Tuning::FIXED, 0, None, None, 500_000, true), Wait::Idle);
+        assert_eq!(plan_wait(&Tuning::FIXED, 0, None, None, 500_000, false), Wait::Timer(500_000));
     }
 
     #[test]
     fn due_frame_means_no_wait() {
-        assert_eq!(plan_wait(10 * MS, Some(10 * MS), None, 11 * MS, false), Wait::Now);
+        assert_eq!(plan_wait(&Tuning::FIXED, 10 * MS, Some(10 * MS), None, 11 * MS, false), Wait::Now);
     }
 
     #[test]
     fn sparse_queue_arms_timer_early_then_spins() {
         let now = 0;
         let t = 5 * MS;
-        assert_eq!(plan_wait(now, Some(t), None, 100 * MS, false), Wait::Timer(t - SPIN_LEAD_NS));
-        assert_eq!(plan_wait(t - 50_000, Some(t), None, 100 * MS, false), Wait::Spin(t));
+        assert_eq!(plan_wait(&Tuning::FIXED, now, Some(t), None, 100 * MS, false), Wait::Timer(t - Tuning::FIXED.spin_lead_ns));
+        assert_eq!(plan_wait(&Tuning::FIXED, t - 50_000, Some(t), None, 100 * MS, false), Wait::Spin(t));
         // A frame 2 ms behind still counts as sparse.
-        assert_eq!(plan_wait(t - 50_000, Some(t), Some(t + 2 * MS), 100 * MS, false), Wait::Spin(t));
+        assert_eq!(plan_wait(&Tuning::FIXED, t - 50_000, Some(t), Some(t + 2 * MS), 100 * MS, false), Wait::Spin(t));
     }
 
     #[test]
     fn dense_queue_never_spins() {
         let t = 5 * MS;
-        let w = plan_wait(t - 50_000, Some(t), Some(t + 10_000), 100 * MS, false);
+        let w = plan_wait(&Tuning::FIXED, t - 50_000, Some(t), Some(t + 10_000), 100 * MS, false);
         assert_eq!(w, Wait::Timer(t));
     }
 
     #[test]
+    fn a_measured_tuning_moves_the_spin_window() {
+        // A host whose timer wakes up to 300 µs late: armed 300 µs early, spun up to 350 µs,
+        // and a queue is sparse only with 3.5 ms between releases (spinning ≤ 1/10 core).
+        let tuning = Tuning { spin_lead_ns: 300_000, spin_max_ns: 350_000 };
+        let t = 10 * MS;
+        assert_eq!(plan_wait(&tuning, 0, Some(t), None, 100 * MS, false), Wait::Timer(t - 300_000));
+        assert_eq!(plan_wait(&tuning, t - 340_000, Some(t), None, 100 * MS, false), Wait::Spin(t));
+        assert_eq!(plan_wait(&tuning, t - 340_000, Some(t), Some(t + 3 * MS), 100 * MS, false), Wait::Timer(t));
+        assert_eq!(plan_wait(&tuning, t - 340_000, Some(t), Some(t + 4 * MS), 100 * MS, false), Wait::Spin(t));
+    }
+
+    #[test]
     fn receive_deadline_bounds_the_sleep() {
-        let w = plan_wait(0, Some(20 * MS), Some(20 * MS + 10), MS / 2, false);
+        let w = plan_wait(&Tuning::FIXED, 0, Some(20 * MS), Some(20 * MS + 10), MS / 2, false);
         assert_eq!(w, Wait::Timer(MS / 2));
     }
 }

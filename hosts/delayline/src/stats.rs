@@ -72,6 +72,22 @@ impl Lateness {
         Some(last)
     }
 
+    /// Add another histogram's samples (the probe's per-CPU threads into one).
+    pub fn merge(&mut self, other: &Lateness) {
+        for (i, n) in other.dense.iter().enumerate() {
+            self.dense[i] += n;
+        }
+        for (us, n) in other.sparse.iter() {
+            *self.sparse.entry(*us).or_insert(0) += n;
+        }
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.count += other.count;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
     pub fn max_us(&self) -> f64 {
         self.max_ns as f64 / 1_000.0
     }

@@ -1,0 +1,157 @@
+"""What a measured host (machine/host.py) means for the emulation of a link profile.
+
+Three decisions, each from the measured timer wake-up distribution rather than from a
+constant of one machine:
+  - the delay line's spin window (`EmulatorTuning`): the timer is armed `spin_lead_us`
+    before a sparse release and the rest is spun; the lead covers the host's p99 wake-up;
+  - tbf's bucket (`tbf_stall_s`): when tbf's watchdog wakes late, the tokens of the delay
+    are kept only up to the bucket; the rest is rate lost for good. The bucket is sized so
+    that the rate the measured wake-ups would cost stays a fifth of the 1 % tolerance;
+  - a verdict per profile (`verdict`): can this host emulate it within the fidelity
+    tolerances, and if not, why, in one line.
+During a run, `run_flags` turns the run's own monitor figures into the reasons a run is
+flagged (empty: the host was fit while it ran).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from machine.host import HostTiming
+from topologies.profiles import TBF_MIN_BURST_PKTS, TBF_SLACK_S, LinkProfile
+
+# The delay element's lateness tolerance (fidelity: p99 ≤ 1 ms). A host qualifies when its
+# timer wake-ups stay within half of it at p99: the run's own load (softirqs, the traffic's
+# applications) comes on top of the calibration's.
+LATE_P99_US = 1000
+HOST_WAKEUP_P99_US = LATE_P99_US // 2
+# Steal beyond this during a run is named as the cause of whatever went late.
+STEAL_NOTABLE = 0.05
+# tbf may lose at most this share of its rate to late wake-ups (the tolerance is 1 %).
+TBF_RATE_LOSS = 0.002
+# A bucket larger than this share of the bottleneck's buffer would make the link burstier
+# than the profile it emulates: the host is then unfit for tbf at that rate.
+TBF_BUCKET_MAX_BUFFER_SHARE = 0.25
+# The spin window: the lead covers the p99 wake-up plus this margin, within these bounds.
+SPIN_MARGIN_US = 10
+SPIN_LEAD_MIN_US, SPIN_LEAD_MAX_US = 20, 1000
+SPIN_SLACK_US = 20              # the spin may run this much longer than the lead
+
+
+@dataclass(frozen=True)
+class EmulatorTuning:
+    """The emulator's timing parameters, recorded in every run's meta.json."""
+    source: str                 # 'measured' (from this host) or 'fixed' (the old constants)
+    spin_lead_us: int
+    spin_max_us: int
+    host: HostTiming | None = None
+
+    def as_record(self) -> dict:
+        d = asdict(self)
+        d.pop("host")
+        return d
+
+    def delayline_flags(self) -> list[str]:
+        return ["--spin-lead-us", str(self.spin_lead_us), "--spin-max-us", str(self.spin_max_us)]
+
+    def tbf_burst_bytes(self, profile: LinkProfile, direction: str) -> int:
+        if self.host is None:
+            return profile.tbf_burst_bytes(direction)
+        return profile.tbf_burst_bytes(direction, stall_s=tbf_stall_s(self.host, profile, direction))
+
+
+# The constants of the machine the emulator was first tuned on (timerfd 40–60 µs late,
+# tbf bucket of 500 µs): selectable so a benchmark can run before and after side by side.
+FIXED = EmulatorTuning(source="fixed", spin_lead_us=80, spin_max_us=100)
+
+
+def tuning_for(host: HostTiming | None) -> EmulatorTuning:
+    """The spin window from the measured p99 wake-up (FIXED when nothing was measured)."""
+    if host is None or host.timer_wakeup_us.get("p99") is None:
+        return FIXED
+    lead = min(SPIN_LEAD_MAX_US, max(SPIN_LEAD_MIN_US, int(host.timer_wakeup_us["p99"]) + SPIN_MARGIN_US))
+    return EmulatorTuning(source="measured", spin_lead_us=lead, spin_max_us=lead + SPIN_SLACK_US, host=host)
+
+
+def tbf_rate_loss(histogram: list, frame_s: float, stall_s: float) -> float:
+    """Share of tbf's rate that wake-ups distributed as `histogram` ([[µs, count], ...])
+    would lose with a bucket that absorbs `stall_s`: each wake-up later than that loses
+    the tokens of its excess. One wake-up per frame time: the worst case of a saturated
+    queue with nothing else to trigger a dequeue."""
+    total = sum(n for _, n in histogram)
+    if total == 0:
+        return 0.0
+    excess_s = sum(n * max(0.0, us * 1e-6 - stall_s) for us, n in histogram)
+    return excess_s / total / frame_s
+
+
+def tbf_stall_s(host: HostTiming, profile: LinkProfile, direction: str) -> float:
+    """The smallest stall the bucket must absorb so that the measured wake-ups cost at most
+    TBF_RATE_LOSS of the rate (searched over whole frames, from the old fixed 500 µs down)."""
+    frame_s = profile.frame_bytes * 8 / profile.rate_bps(direction)
+    hist = host.histogram or []
+    frames = TBF_MIN_BURST_PKTS - 1
+    while tbf_rate_loss(hist, frame_s, frames * frame_s) > TBF_RATE_LOSS and frames < 100_000:
+        frames += 1
+    return frames * frame_s
+
+
+def tbf_bucket_frames(host: HostTiming | None, profile: LinkProfile, direction: str) -> int:
+    tuning = tuning_for(host)
+    return math.ceil(tuning.tbf_burst_bytes(profile, direction) / profile.frame_bytes)
+
+
+@dataclass(frozen=True)
+class ProfileVerdict:
+    profile: str
+    ok: bool
+    reason: str                 # one line; empty when ok
+    tbf_bucket_frames: dict     # per direction, as this host would size it
+
+    def as_record(self) -> dict:
+        return asdict(self)
+
+
+def verdict(profile: LinkProfile, host: HostTiming) -> ProfileVerdict:
+    """Can this host emulate `profile` within the fidelity tolerances?"""
+    reasons = []
+    p99 = host.timer_wakeup_us.get("p99") or 0
+    steal = host.steal_fraction or 0.0
+    if p99 > HOST_WAKEUP_P99_US:
+        reasons.append(f"timer wake-ups p99 {p99} µs (> {HOST_WAKEUP_P99_US} µs, half the delay element's "
+                       f"1 ms lateness tolerance), p99.9 {host.timer_wakeup_us.get('p999')} µs"
+                       + (f", steal {100 * steal:.0f} %" if steal >= STEAL_NOTABLE else ""))
+    buckets = {}
+    if not profile.offload:
+        for direction in ("down", "up"):
+            frames = tbf_bucket_frames(host, profile, direction)
+            buckets[direction] = frames
+            limit = max(TBF_MIN_BURST_PKTS, TBF_BUCKET_MAX_BUFFER_SHARE * profile.buffer_packets(direction))
+            if frames > limit:
+                reasons.append(f"tbf {direction} would need a {frames}-frame bucket to keep its rate within 1 % "
+                               f"of wake-ups p99.9 {host.timer_wakeup_us.get('p999')} µs, max "
+                               f"{host.timer_wakeup_us.get('max', 0) / 1000:.1f} ms (more than a quarter of the "
+                               f"{profile.buffer_packets(direction)}-frame buffer)")
+    return ProfileVerdict(profile=profile.name, ok=not reasons, reason="; ".join(reasons), tbf_bucket_frames=buckets)
+
+
+def run_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None) -> list[str]:
+    """Why a run's timing cannot be trusted, from what was measured while it ran: the host
+    monitor's wake-ups and steal, and the delay element's own lateness. Empty: fit."""
+    flags = []
+    if monitor is not None:
+        p99 = monitor.timer_wakeup_us.get("p99") or 0
+        steal = monitor.steal_fraction or 0.0
+        # Steal alone flags nothing: it matters where it makes wake-ups or releases late.
+        if p99 > HOST_WAKEUP_P99_US:
+            flags.append(f"host timer wake-ups p99 {p99} µs during the run (> {HOST_WAKEUP_P99_US} µs)"
+                         + (f", steal {100 * steal:.0f} %" if steal >= STEAL_NOTABLE else ""))
+    late = max(((s.get("lateness_us") or {}).get("p99") or 0 for s in (delay_stats or [])), default=0)
+    if late > LATE_P99_US:
+        cause = f": {monitor.describe()}" if monitor is not None else ""
+        flags.append(f"delay lateness p99 {late / 1000:.2f} ms (> {LATE_P99_US / 1000:g} ms){cause}")
+    return flags
+
+
+__all__ = ["EmulatorTuning", "FIXED", "tuning_for", "tbf_stall_s", "tbf_rate_loss", "verdict", "run_flags",
+           "ProfileVerdict", "LATE_P99_US", "TBF_SLACK_S"]
