@@ -144,4 +144,6 @@ def emulator_flags(meta: dict[str, Any]) -> list[str]:
     for flag in (meta.get("host_check") or {}).get("flags") or []:
         if not flag.startswith("delay lateness"):
             out.append(flag)
+    # The path's own check before the runs (per-pair base RTTs on an unfit host, run anyway).
+    out += (meta.get("path") or {}).get("flags") or []
     return out

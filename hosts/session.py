@@ -31,7 +31,7 @@ from hosts.workloads.base import WorkloadError
 from machine import host
 from results.schema import CAPTURE_FILES
 from topologies import delay
-from topologies.hostfit import run_flags
+from topologies.hostfit import delay_flags, rate_flags
 
 log = logging.getLogger("startlab.session")
 SOCKET_WATCH = Path(__file__).resolve().with_name("socket_watch.py")
@@ -292,8 +292,10 @@ class RunSession:
             "emulator": [delay.interval_figures(b, a) for b, a in zip(self._delay_before, delay_after)],
         }
         monitor = host.interval(self._host_before, host_after) if host_after else None
+        by_kind = {"delay": delay_flags(monitor, self._record["emulator"]),
+                   "rate": rate_flags(monitor, self.net.tbf_settings())}
         self._record["host_check"] = {"monitor": monitor.brief() if monitor else None,
-                                "flags": run_flags(monitor, self._record["emulator"])}
+                                      "flags": by_kind["delay"] + by_kind["rate"], "flags_by_kind": by_kind}
         return problems
 
     def record(self) -> dict[str, Any]:

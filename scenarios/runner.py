@@ -29,7 +29,7 @@ from scenarios import hostcheck
 from scenarios.lanes import confinement
 from scenarios.progress import Progress
 from scenarios.spec import Run, Scenario
-from topologies.hostfit import run_flags
+from topologies.hostfit import delay_flags
 from topologies.network import Network
 
 log = logging.getLogger("startlab.runner")
@@ -112,7 +112,7 @@ def pairs_off(off: dict, net: Network) -> UserError:
     flags = []
     if net.monitor is not None:
         timing = host.interval(net.monitor_start, net.monitor.snapshot())
-        flags = run_flags(timing, None)
+        flags = delay_flags(timing, None)
     if flags:
         return HostUnfit(f"per-pair base RTTs not as declared ({figures}{more}): {'; '.join(flags)}. "
                          "Run again on a quieter host")
@@ -169,8 +169,14 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
                     path["pairs"] = pair_rtts(net, needs.rtts_ms)
                     off = {k: v for k, v in path["pairs"].items() if not v["ok"]}
                     if off:
-                        campaign.write_network(net_name, {"applied": net.applied(), "path": path})
-                        raise pairs_off(off, net)
+                        problem = pairs_off(off, net)
+                        if isinstance(problem, HostUnfit) and host_rec is not None and host_rec.get("forced"):
+                            # Run anyway, as asked: every run of this network carries the reason.
+                            path["flags"] = [str(problem)]
+                            log.warning("%s", problem)
+                        else:
+                            campaign.write_network(net_name, {"applied": net.applied(), "path": path})
+                            raise problem
                 for run in group:
                     progress.show(run.run_id)
                     try:

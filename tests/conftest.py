@@ -93,3 +93,31 @@ def pytest_terminal_summary(terminalreporter):
     if COUNTS["qualified"] or COUNTS["flagged"]:
         terminalreporter.write_line(f"timing assertions: {COUNTS['qualified']} on a qualified host (tolerance "
                                     f"asserted), {COUNTS['flagged']} on an unfit host (flag asserted)")
+
+
+class HostWatch:
+    """The host monitor over one test, for networks built without topologies.network (the
+    delay line's own test path): `flags(...)` stops it and gives hostfit.run_flags."""
+
+    def __init__(self, workdir: Path):
+        from machine.host import HostMonitor
+        self.monitor = HostMonitor(workdir).start()
+        self.timing = None
+
+    def stop(self):
+        if self.monitor is not None:
+            self.timing = self.monitor.stop()
+            self.monitor = None
+        return self.timing
+
+    def flags(self, delay_stats: list | None = None) -> list[str]:
+        """The delay flags (timer wake-ups, the delay element's lateness) of the test."""
+        from topologies.hostfit import delay_flags
+        return delay_flags(self.stop(), delay_stats)
+
+
+@pytest.fixture
+def host_watch(tmp_path):
+    watch = HostWatch(tmp_path / "host-monitor")
+    yield watch
+    watch.stop()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from machine.errors import UserError
+from timing import timing_check
 from topologies import delay
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,24 +130,27 @@ def line(tmp_path):
 
 @root
 @needs_root
-def test_udp_stream_delayed_exactly_without_loss_or_reordering(line):
+def test_udp_stream_delayed_exactly_without_loss_or_reordering(line, host_watch):
     ln, element = line
     # 3000 datagrams in bursts of 20 every 2 ms: a dense queue with gaps (10 kpps).
     probe = ln.udp_probe(count=3000, burst=20, gap_us=2000)
     stats = element.stop()
     owd = probe["owd_us"]
+    # Whatever the host: nothing lost, duplicated, reordered or released early.
     assert probe["lost"] == 0 and probe["duplicates"] == 0 and probe["reordered"] == 0, probe
     assert owd["min"] >= ONE_WAY_S * 1e6, f"released early: {owd}"
-    assert abs(owd["mean"] - ONE_WAY_S * 1e6) <= 300, owd
     assert stats["drops"] == 0 and stats["reorders"] == 0, stats
     assert stats["a_to_b"]["tx_frames"] >= 3000
-    assert stats["lateness_us"]["p99"] <= 1000, stats["lateness_us"]
     assert stats["cpu_s"] is not None
+    # On time: the emulator's to meet only on a host that ran it punctually.
+    timing_check("UDP one-way delay mean within 0.3 ms, lateness p99 within 1 ms", host_watch.flags([stats]),
+                 abs(owd["mean"] - ONE_WAY_S * 1e6) <= 300 and stats["lateness_us"]["p99"] <= 1000,
+                 f"one-way {owd}, lateness {stats['lateness_us']}")
 
 
 @root
 @needs_root
-def test_ping_rtt_is_twice_the_delay(line):
+def test_ping_rtt_is_twice_the_delay(line, host_watch):
     ln, element = line
     from hosts.delayline.line_net import H2_IP
     out = ln.h1.cmd(f"ping -c 30 -i 0.02 -q {H2_IP}")
@@ -155,8 +159,10 @@ def test_ping_rtt_is_twice_the_delay(line):
     rtt_min, rtt_avg = float(m.group(1)), float(m.group(2))
     assert "30 received" in out, out
     assert rtt_min >= 2 * ONE_WAY_S * 1e3, out
-    assert abs(rtt_avg - 2 * ONE_WAY_S * 1e3) <= 0.3, out
-    assert element.stop()["drops"] == 0
+    stats = element.stop()
+    assert stats["drops"] == 0
+    timing_check("ping RTT mean within 0.3 ms of twice the delay", host_watch.flags([stats]),
+                 abs(rtt_avg - 2 * ONE_WAY_S * 1e3) <= 0.3, out.strip().splitlines()[-1])
 
 
 @root

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from timing import timing_check
 
 from topologies import delay
 
@@ -121,7 +122,7 @@ ONE_WAY_S = 0.010
 
 
 @pytest.mark.root
-def test_snapshots_around_a_probe_count_exactly_its_frames(clean_machine, tmp_path):
+def test_snapshots_around_a_probe_count_exactly_its_frames(clean_machine, tmp_path, host_watch):
     if delay.delayline_binary() is None:
         pytest.fail(f"delay line not built; {delay.BUILD_HINT}")
     from hosts.delayline.line_net import line_net
@@ -148,7 +149,8 @@ def test_snapshots_around_a_probe_count_exactly_its_frames(clean_machine, tmp_pa
     assert f["reorders"] == 0, (f, after["a_to_b"]["reorder_max_us"])
     lat = f["a_to_b"]["lateness_us"]
     assert lat["p50"] is not None and lat["p50"] <= lat["p99"] <= lat["max"], f
-    assert f["late_over_1ms"] <= 20, f
+    timing_check("at most 1 % of the probe's frames released 1 ms late", host_watch.flags([f]),
+                 f["late_over_1ms"] <= 20, f"{f['late_over_1ms']} of 2000 late by 1 ms or more, lateness {lat}")
     assert sum(n for _, n in after["a_to_b"]["lateness_fine_us"]) == after["a_to_b"]["tx_frames"]
     assert 0 < f["seconds"] < 30
     # The exit write is the last generation and covers everything.

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, assert_nothing_left, leftovers
+from timing import timing_check
 from hosts.apps import Iperf3Server
 from hosts.process import NodeProcess
 from hosts.workloads.competing import tx_bytes
@@ -70,7 +71,8 @@ def test_tbf_delivers_the_configured_rate_within_one_percent(tmp_path, rate_mbps
             client.stop()
             server.stop()
         rate = (b1 - b0) * 8 / (t1 - t0)          # link-layer bytes, as tbf counts them
-        assert abs(rate / (rate_mbps * 1e6) - 1) <= 0.01, f"{rate / 1e6:.3f} Mbit/s for {rate_mbps} configured"
+    timing_check(f"tbf rate within 1 % at {rate_mbps} Mbit/s", net.host_flags("rate"),
+                 abs(rate / (rate_mbps * 1e6) - 1) <= 0.01, f"{rate / 1e6:.3f} Mbit/s for {rate_mbps} configured")
 
 
 def _start_detached(args: list[str], tmp_path: Path) -> subprocess.Popen:

@@ -9,8 +9,8 @@ constant of one machine:
     that the rate the measured wake-ups would cost stays a fifth of the 1 % tolerance;
   - a verdict per profile (`verdict`): can this host emulate it within the fidelity
     tolerances, and if not, why, in one line.
-During a run, `run_flags` turns the run's own monitor figures into the reasons a run is
-flagged (empty: the host was fit while it ran).
+During a run, `delay_flags` and `rate_flags` (together `run_flags`) turn the run's own
+monitor figures into the reasons a run is flagged (empty: the host was fit while it ran).
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ HOST_WAKEUP_P99_US = LATE_P99_US // 2
 STEAL_NOTABLE = 0.05
 # tbf may lose at most this share of its rate to late wake-ups (the tolerance is 1 %).
 TBF_RATE_LOSS = 0.002
+# During a run: the wake-ups it saw would cost a tbf more than this (half the tolerance).
+TBF_RUN_LOSS = 0.005
 # A bucket larger than this share of the bottleneck's buffer would make the link burstier
 # than the profile it emulates: the host is then unfit for tbf at that rate.
 TBF_BUCKET_MAX_BUFFER_SHARE = 0.25
@@ -135,9 +137,9 @@ def verdict(profile: LinkProfile, host: HostTiming) -> ProfileVerdict:
     return ProfileVerdict(profile=profile.name, ok=not reasons, reason="; ".join(reasons), tbf_bucket_frames=buckets)
 
 
-def run_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None) -> list[str]:
-    """Why a run's timing cannot be trusted, from what was measured while it ran: the host
-    monitor's wake-ups and steal, and the delay element's own lateness. Empty: fit."""
+def delay_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None) -> list[str]:
+    """Why a run's delays and release times cannot be trusted: the host monitor's timer
+    wake-ups during the run, and the delay element's own lateness. Empty: fit."""
     flags = []
     if monitor is not None:
         p99 = monitor.timer_wakeup_us.get("p99") or 0
@@ -153,5 +155,32 @@ def run_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None)
     return flags
 
 
+def rate_flags(monitor: HostTiming | None, tbf: list[dict] | None = None) -> list[str]:
+    """Why a run's tbf rates cannot be trusted: the rate the wake-ups measured during the run
+    would cost each queue (`tbf`: applied settings with rate_bps and burst_bytes), beyond
+    half the 1 % tolerance. Empty: fit."""
+    flags = []
+    if monitor is None or not monitor.histogram:
+        return flags
+    for q in tbf or []:
+        frame = q.get("frame_bytes") or 1514
+        frame_s = frame * 8 / q["rate_bps"]
+        stall_s = max(0.0, q["burst_bytes"] / frame - 1) * frame_s
+        loss = tbf_rate_loss(monitor.histogram, frame_s, stall_s)
+        if loss > TBF_RUN_LOSS:
+            flags.append(f"tbf {q.get('direction', '')} at {q['rate_bps'] / 1e6:g} Mbit/s would lose "
+                         f"{100 * loss:.1f} % of its rate to the wake-ups measured during the run "
+                         f"(bucket {q['burst_bytes'] // frame} frames; max wake-up "
+                         f"{(monitor.timer_wakeup_us.get('max') or 0) / 1000:.1f} ms)")
+    return flags
+
+
+def run_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None,
+              tbf: list[dict] | None = None) -> list[str]:
+    """Every reason a run's timing cannot be trusted (delays and rates); empty: fit."""
+    return delay_flags(monitor, delay_stats) + rate_flags(monitor, tbf)
+
+
 __all__ = ["EmulatorTuning", "FIXED", "tuning_for", "tbf_stall_s", "tbf_rate_loss", "verdict", "run_flags",
+           "delay_flags", "rate_flags",
            "ProfileVerdict", "LATE_P99_US", "TBF_SLACK_S"]

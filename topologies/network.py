@@ -23,7 +23,7 @@ from machine.cpuset import own_cpus
 from machine.errors import UserError
 from topologies import delay, endhosts
 from topologies.endhosts import EndHostDefaults
-from topologies.hostfit import EmulatorTuning, run_flags, tuning_for
+from topologies.hostfit import EmulatorTuning, delay_flags, rate_flags, tuning_for
 from topologies.names import PathNames, TOPOLOGIES
 from topologies.path import PathTopo
 from topologies.profiles import LinkProfile
@@ -210,10 +210,21 @@ class Network:
             "emulator_tuning": self.tuning.as_record() if self.tuning else None,
         }
 
-    def host_flags(self) -> list[str]:
+    def host_flags(self, what: str = "all") -> list[str]:
         """Why this network's timing cannot be trusted (after teardown: the monitor's whole
-        window and the delay elements' final counters); empty when the host was fit."""
-        return run_flags(self.host_timing, self.delay_stats)
+        window and the delay elements' final counters); empty when the host was fit.
+        `what`: 'delay' (release times, RTTs), 'rate' (tbf's rates) or 'all'."""
+        flags = []
+        if what in ("delay", "all"):
+            flags += delay_flags(self.host_timing, self.delay_stats)
+        if what in ("rate", "all"):
+            flags += rate_flags(self.host_timing, self.tbf_settings())
+        return flags
+
+    def tbf_settings(self) -> list[dict]:
+        """The tbf queues as applied (rate, bucket, frame size) for the host flags."""
+        return [{**q.settings, "frame_bytes": self.profile.frame_bytes} for q in self.queues
+                if q.settings.get("shaper") == "tbf"]
 
     @property
     def delay_backend_name(self) -> str | None:
