@@ -29,6 +29,7 @@ from scenarios import hostcheck
 from scenarios.lanes import confinement
 from scenarios.progress import Progress
 from scenarios.spec import Run, Scenario
+from topologies import delay
 from topologies.hostfit import delay_flags
 from topologies.network import Network
 
@@ -104,20 +105,57 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     return meta
 
 
-def pairs_off(off: dict, net: Network) -> UserError:
-    """One line for per-pair base RTTs that are not as declared: the host's reason when its
-    monitor saw one, else the figures (then the emulator is suspect)."""
-    figures = ", ".join(f"{k} {v['rtt_mean_ms']} ms for {v['rtt_configured_ms']}" for k, v in list(off.items())[:4])
-    more = f" and {len(off) - 4} more" if len(off) > 4 else ""
-    flags = []
-    if net.monitor is not None:
-        timing = host.interval(net.monitor_start, net.monitor.snapshot())
-        flags = delay_flags(timing, None)
-    if flags:
-        return HostUnfit(f"per-pair base RTTs not as declared ({figures}{more}): {'; '.join(flags)}. "
-                         "Run again on a quieter host")
-    return UserError(f"per-pair base RTTs not as declared ({figures}{more}) while the host was fit: "
-                     "the delay line is suspect; every pair's figures are in the campaign's networks/ directory")
+SETTLE_WINDOW_S = 1.0       # building a network stalls the host for a moment: wait for
+SETTLE_TIMEOUT_S = 10.0     # a quiet window of this length, at most this long
+
+
+def settle(net: Network) -> None:
+    """Wait until the host monitor sees a SETTLE_WINDOW_S window without late wake-ups
+    (namespaces, links and qdiscs just made keep the kernel busy for a moment), at most
+    SETTLE_TIMEOUT_S; an unsettled host then shows in the path check's flags."""
+    if net.monitor is None:
+        return
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        before = net.monitor.snapshot()
+        time.sleep(SETTLE_WINDOW_S)
+        if not delay_flags(host.interval(before, net.monitor.snapshot()), None):
+            return
+
+
+def check_path(net: Network, rtts_ms: dict | None, host_rec: dict | None) -> dict:
+    """The path's base RTT (and every pair's, on a multi-RTT path) before any run uses it,
+    with the host's flags over exactly that window: the figures a run's meta.json keeps.
+
+    Per-pair base RTTs off their declaration refuse the campaign in one line: the host's
+    reason when it was late meanwhile (HostUnfit; with --unfit-host the runs go ahead,
+    flagged), else the delay line is suspect (UserError)."""
+    n = net.names
+    settle(net)
+    before = (net.monitor.snapshot() if net.monitor else None, net.delay_snapshot())
+    path = path_rtt(net.host(n.client(1)), n.server_ip(1), (rtts_ms or {}).get((1, 1), net.profile.rtt_ms))
+    if rtts_ms:
+        path["pairs"] = pair_rtts(net, rtts_ms)
+    window = host.interval(before[0], net.monitor.snapshot()) if net.monitor else None
+    lateness = [delay.interval_figures(b, a) for b, a in zip(before[1], net.delay_snapshot())]
+    path["host_flags"] = delay_flags(window, lateness)
+    path["host"] = window.brief() if window else None
+    off = {k: v for k, v in (path.get("pairs") or {}).items() if not v["ok"]}
+    if not off:
+        return path
+    figures = ", ".join(f"{k} mean {v['rtt_mean_ms']} ms (min {v.get('rtt_min_ms')}) for {v['rtt_configured_ms']}"
+                        for k, v in list(off.items())[:3])
+    more = f" and {len(off) - 3} more" if len(off) > 3 else ""
+    if not path["host_flags"]:
+        raise UserError(f"per-pair base RTTs not as declared ({figures}{more}) while the host was punctual: "
+                        "the delay line is suspect")
+    problem = HostUnfit(f"per-pair base RTTs not as declared ({figures}{more}): {'; '.join(path['host_flags'])}. "
+                        f"Run again on a quieter host, or with {hostcheck.ALLOW_FLAG} (every run is flagged)")
+    if host_rec is not None and host_rec.get("forced"):
+        path["flags"] = [str(problem)]          # run anyway, as asked: every run carries it
+        log.warning("%s", problem)
+        return path
+    raise problem
 
 
 def select_runs(sc: Scenario, only: set[str] | None) -> list[Run]:
@@ -161,22 +199,7 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
             needs = sc.host_needs()
             with Network(profiles[profile_name], net_dir, pairs=needs.pairs, delay_backend=delay_backend,
                          shaper=sc.shaper, pair_rtts_ms=needs.rtts_ms) as net:
-                n = net.names
-                path = path_rtt(net.host(n.client(1)), n.server_ip(1),
-                                (needs.rtts_ms or {}).get((1, 1), net.profile.rtt_ms))
-                if needs.rtts_ms:
-                    # A multi-RTT path: every pair's base RTT is checked before any run uses it.
-                    path["pairs"] = pair_rtts(net, needs.rtts_ms)
-                    off = {k: v for k, v in path["pairs"].items() if not v["ok"]}
-                    if off:
-                        problem = pairs_off(off, net)
-                        if isinstance(problem, HostUnfit) and host_rec is not None and host_rec.get("forced"):
-                            # Run anyway, as asked: every run of this network carries the reason.
-                            path["flags"] = [str(problem)]
-                            log.warning("%s", problem)
-                        else:
-                            campaign.write_network(net_name, {"applied": net.applied(), "path": path})
-                            raise problem
+                path = check_path(net, needs.rtts_ms, host_rec)
                 for run in group:
                     progress.show(run.run_id)
                     try:

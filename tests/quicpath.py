@@ -8,6 +8,7 @@ from typing import Iterator, Optional
 import pytest
 
 from hosts.quic.quic_net import CLIENT_BIN, DELAYLINE_BIN, SERVER_BIN, PathSpec, QuicNet
+from timing import Deferred
 
 RATE_BPS = 50e6
 RTT_MS = 50.0
@@ -16,13 +17,19 @@ LIMIT_BYTES = 208 * 1514
 
 def quic_path(tag: str, missing: Optional[str] = None) -> Iterator[QuicNet]:
     """Yield a built 50 Mbit/s, 50 ms path; skip, saying what is missing, when the binaries
-    or tcpdump are not there, or with `missing`, what else the caller needs and lacks."""
-    missing = [str(b) for b in (SERVER_BIN, CLIENT_BIN, DELAYLINE_BIN) if not b.exists()]
-    if missing:
-        pytest.skip(f"not built: {', '.join(missing)} (cargo build --release)")
+    or tcpdump are not there, or with `missing`, what else the caller needs and lacks.
+
+    Timing claims a test makes while the path is up (`net.timing.add(...)`) are settled
+    after the teardown, against the host monitor's delay flags (tests/timing.py)."""
+    unbuilt = [str(b) for b in (SERVER_BIN, CLIENT_BIN, DELAYLINE_BIN) if not b.exists()]
+    if unbuilt:
+        pytest.skip(f"not built: {', '.join(unbuilt)} (cargo build --release)")
     if shutil.which("tcpdump") is None:
         pytest.skip("tcpdump is not installed")
     if missing:
         pytest.skip(missing)
+    claims = Deferred()
     with QuicNet(PathSpec(tag=tag, rate_bps=RATE_BPS, rtt_ms=RTT_MS, limit_bytes=LIMIT_BYTES)) as net:
+        net.timing = claims
         yield net
+    claims.settle(net.host_flags["delay"])

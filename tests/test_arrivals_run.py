@@ -20,11 +20,14 @@ import pytest
 
 from analysis import flows
 from analysis.packets import load
+from analysis.fidelity import emulator_flags
 from conftest import ROOT
 from results.schema import CAPTURE_FILES, UPSTREAM_CAPTURE_FILES
+from timing import report_flagged, timing_check
 
 SIZE = 60_000
 FLOWS = 8
+ON_TIME_S = 0.020          # a SYN within 20 ms of its schedule; the launcher at most 20 ms late
 SCENARIO = f"""
 name: arrivals-test
 profiles: [js-dumbbell]
@@ -48,12 +51,21 @@ def test_arrivals_run_matches_the_log(tmp_path):
     path = tmp_path / "arrivals.yaml"
     path.write_text(SCENARIO)
     out = tmp_path / "campaign"
-    res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run", str(path), "--out", str(out), "--json"],
+    res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run", str(path), "--out", str(out), "--json",
+                          "--unfit-host"],
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     [run] = [p for p in out.iterdir() if p.is_dir() and p.name.startswith("js-dumbbell")]
     meta = json.loads((run / "meta.json").read_text())
     spec = meta["spec"]
+    # Opening on schedule needs a punctual host: the run's own flags, and one stall as long as
+    # the tolerance (the monitor's longest wake-up), which the flags' percentiles can miss.
+    flags = emulator_flags(meta)
+    stall_us = (((meta.get("host_check") or {}).get("monitor") or {}).get("timer_wakeup_us") or {}).get("max") or 0
+    stall = [f"host stalled {stall_us / 1000:.0f} ms during the run (monitor max wake-up)"] \
+        if stall_us > ON_TIME_S * 1e6 else []
+    shown = report_flagged(out) + stall          # the stall: from the run's own monitor record (meta.json)
+    late_syns = []
     assert set(spec["directions"]) == {"down", "up"}
     near = {"down": CAPTURE_FILES["client"], "up": UPSTREAM_CAPTURE_FILES["server"]}
     after = {"down": CAPTURE_FILES["bneck-out"], "up": UPSTREAM_CAPTURE_FILES["bneck-up-out"]}
@@ -72,16 +84,24 @@ def test_arrivals_run_matches_the_log(tmp_path):
             dc = flows.direction_from_port(cap.conns, c, 80)
             assert flows.delivered_bytes(cap.conns, c, dc) == SIZE + f["head_bytes"]   # the response's headers too
             assert 100 < f["head_bytes"] < 1000
-            # Opened on schedule: the SYN passed the requester's router within 20 ms of it.
-            assert 0 <= flows.syn_time(cap.conns, c) - f["scheduled"] < 0.020, (d, f)
+            # Opened on schedule: never before it, and the SYN passed the requester's router
+            # within 20 ms of it (timing, below).
+            after_schedule = flows.syn_time(cap.conns, c) - f["scheduled"]
+            assert after_schedule >= 0, (d, f)
+            if after_schedule >= ON_TIME_S:
+                late_syns.append((d, f["local_port"], round(after_schedule * 1e3, 1)))
         out_cap = load(run / after[d])
         crossed = flows.between(out_cap.conns, ds["requester_ip"], ds["sender_ip"], 80)
         assert len(flows.opened_in_capture(out_cap.conns, crossed)) == FLOWS
+    timing_check("every SYN within 20 ms of its schedule", flags + stall, not late_syns,
+                 f"late (direction, port, ms): {late_syns}" if late_syns else f"{2 * FLOWS} SYNs on time", shown=shown)
     metrics = json.loads((run / "metrics.json").read_text())
     for d in ("down", "up"):
         m = metrics["directions"][d]
         assert m["count"] == FLOWS and 0 <= m["drop_rate"] < 1
-        assert m["lateness_app_ms"]["max"] < 20
+        late_ms = m["lateness_app_ms"]["max"]
+        timing_check(f"the {d} launcher less than 20 ms late", flags + stall, late_ms < ON_TIME_S * 1e3,
+                     f"max lateness {late_ms} ms", shown=shown)
         assert np.isfinite(m["duration_mean_s"]) and m["duration_mean_s"] > meta["profile_params"]["rtt_ms"] / 1e3
     by_flow = {f["name"]: f for f in meta["flows"]}
     assert set(by_flow) == {"down", "up"}

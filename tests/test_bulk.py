@@ -11,6 +11,7 @@ import pytest
 
 from analysis.workloads.bulk import jain
 from conftest import ROOT
+from timing import campaign_flags, report_flagged, timing_check, union
 
 
 def test_jain_index():
@@ -35,12 +36,17 @@ def test_bulk_run_end_to_end(tmp_path):
     path = tmp_path / "bulk.yaml"
     path.write_text(SCENARIO)
     out = tmp_path / "campaign"
-    res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run", str(path), "--out", str(out), "--json"],
+    res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run", str(path), "--out", str(out), "--json",
+                          "--unfit-host"],
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     [row] = list(csv.DictReader(open(out / "summary.csv")))
     assert row["size_bytes"] == "" and row["fct_mean_s"] == "" and row["flows"] == "3"
-    assert 0.9 <= float(row["link_share_mean"]) <= 1.01          # the three flows fill the link together
+    # The three flows fill the link together: tbf's rate, which a late host does not keep.
+    per_run, _ = campaign_flags(out)
+    share = float(row["link_share_mean"])
+    timing_check("the three flows fill the link together (link share 0.9-1.01)", union(per_run.values()),
+                 0.9 <= share <= 1.01, f"link share {share}", shown=report_flagged(out))
     assert 1 / 3 < float(row["jain_mean"]) <= 1.0
     [run] = [p for p in out.iterdir() if (p / "metrics.json").exists()]
     metrics = json.loads((run / "metrics.json").read_text())

@@ -20,6 +20,7 @@ from hosts.bpf import loader
 from hosts.process import NodeProcess
 from hosts.session import RunSession
 from hosts.variants import get_variant
+from timing import timing_check
 from topologies.network import Network
 from topologies.profiles import LinkProfile
 from wiretrace import ACK, read_pcap
@@ -45,6 +46,7 @@ class Run:
     before_pause: dict           # the server socket's cwnd/ssthresh/rtt read during the pause
     after: dict                  # … and after the second burst
     counters: dict
+    flags: list                  # the network's host flags (delay and rate), read after teardown
 
 
 def ss_figures(node) -> dict:
@@ -94,10 +96,12 @@ def bursts(tmp: Path, variant: str, sizes=(30_000, 30_000), pause_s: float = 2.0
         server_ip, client_ip = n.server_ip(1), n.client_ip(1)
         bneck_in = read_pcap(work / "cap-bneck-in.pcap")
         client_side = read_pcap(work / "cap-client.pcap")
-        return Run(server=[p for p in bneck_in if p.src == server_ip and p.payload > 0],
-                   acks=[p for p in bneck_in if p.src == client_ip and p.flags & ACK],
-                   delivered=[p for p in client_side if p.src == server_ip and p.payload > 0],
-                   requests=result["requests"], before_pause=before, after=after, counters=counters)
+    # The flags are final only once the network is torn down (the monitor stops there).
+    return Run(server=[p for p in bneck_in if p.src == server_ip and p.payload > 0],
+               acks=[p for p in bneck_in if p.src == client_ip and p.flags & ACK],
+               delivered=[p for p in client_side if p.src == server_ip and p.payload > 0],
+               requests=result["requests"], before_pause=before, after=after, counters=counters,
+               flags=net.host_flags())
 
 
 def restart_flight(run: Run) -> tuple[list, float]:
@@ -121,16 +125,21 @@ def test_restart_sends_the_cached_window_paced_in_small_bursts_and_marks_all_but
     assert run.counters.get("cc_set") == 1 and run.counters.get("errors") == 0, run.counters
     flight, acked = restart_flight(run)
     expected = restart_window(run.before_pause)
-    assert abs(len(flight) - expected) <= 1, (len(flight), expected, run.before_pause)
+    # The flight is bounded by the first ACK's arrival: its size is a timing figure.
+    timing_check("restart flight within one segment of the cached window", run.flags,
+                 abs(len(flight) - expected) <= 1, f"{len(flight)} sent, {expected} expected, {run.before_pause}")
     # Clocked out over about one srtt, never more than maxburst segments back to back.
     srtt = run.before_pause["srtt_ms"] / 1000
     span = flight[-1].ts - flight[0].ts
-    assert 0.5 * srtt * (len(flight) - 1) / len(flight) <= span <= 1.3 * srtt, (span, srtt)
+    timing_check("restart flight paced over about one srtt", run.flags,
+                 0.5 * srtt * (len(flight) - 1) / len(flight) <= span <= 1.3 * srtt,
+                 f"span {span * 1e3:.1f} ms, srtt {srtt * 1e3:.1f} ms, {len(flight)} segments")
     burst = longest = 1
     for a, b in zip(flight, flight[1:]):
         burst = burst + 1 if b.ts - a.ts < 0.25 * srtt / len(flight) else 1
         longest = max(longest, burst)
-    assert longest <= MAXBURST, longest
+    timing_check(f"at most {MAXBURST} restart segments back to back", run.flags, longest <= MAXBURST,
+                 f"longest burst {longest}")
     # Exactly the initial window but its first packet is low priority; later packets are not.
     tos = [p.ip_header[1] for p in flight]
     assert tos[0] == 0 and all(t == LOW for t in tos[1:]), tos
@@ -178,7 +187,9 @@ def test_a_failed_fast_start_falls_back_to_slow_start(tmp_path, variant):
     its_ack = next(a.ts for a in run.acks if a.ts > retx[0].ts)
     assert not [p for p in run.server if retx[0].ts < p.ts < its_ack]
     next_ack = next((a.ts for a in run.acks if a.ts > its_ack + 0.005), float("inf"))
-    assert len([p for p in run.server if its_ack <= p.ts < next_ack]) <= 2
+    after_ack = len([p for p in run.server if its_ack <= p.ts < next_ack])
+    timing_check("at most two segments follow the retransmission's ACK", run.flags, after_ack <= 2,
+                 f"{after_ack} sent before the next ACK 5 ms on")
     # Nothing the client already had was sent again.
     t2 = run.requests[1]["sent"]
     for p in (p for p in run.server if p.ts > t2 and p.ip_header[1] == 0 and p is not flight[0]):
@@ -187,8 +198,10 @@ def test_a_failed_fast_start_falls_back_to_slow_start(tmp_path, variant):
     assert run.requests[1]["bytes"] == 10_000
     if variant == "fs-pdrop":
         # Fine-grained: srtt + 4·rttvar, below the coarse timer's srtt + 200 ms floor.
-        assert srtt <= gap < srtt + 0.2, (gap, srtt)
+        timing_check("the fine-grained reset timer fires within [srtt, srtt + 200 ms)", run.flags,
+                     srtt <= gap < srtt + 0.2, f"gap {gap * 1e3:.0f} ms, srtt {srtt * 1e3:.0f} ms")
         assert run.after.get("ssthresh", float("inf")) >= run.before_pause.get("ssthresh", float("inf")), run.after
     else:
-        assert gap >= srtt + 0.2, (gap, srtt)                           # the coarse timer
+        timing_check("the coarse timer fires at srtt + 200 ms or later", run.flags,   # the coarse timer
+                     gap >= srtt + 0.2, f"gap {gap * 1e3:.0f} ms, srtt {srtt * 1e3:.0f} ms")
         assert run.after.get("ssthresh", float("inf")) < run.before_pause.get("ssthresh", float("inf")), run.after

@@ -24,6 +24,7 @@ import pytest
 
 from conftest import ROOT
 from results.schema import ERROR_FILE, FAILED_SUFFIX
+from timing import campaign_flags, report_flagged, timing_check
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
@@ -35,43 +36,56 @@ def test_quic_competing_run_blitz_and_baseline(tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run",
                           str(ROOT / "scenarios" / "blitzstart-table1-quic.yaml"), "--profiles", "dsl-fast",
                           "--sizes", "70KB", "--variants", "quic-cubic-iw32,quic-blitz-1.0x", "--reps", "1",
-                          "--out", str(out), "--json"],
+                          "--out", str(out), "--json", "--unfit-host"],
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=600)
-    failed = {d.name: (d / ERROR_FILE).read_text() for d in out.glob(f"*{FAILED_SUFFIX}") if (d / ERROR_FILE).exists()}
-    assert res.returncode == 0 and not failed, (failed, res.stdout[-2000:], res.stderr[-3000:])
+    # A run whose first flights differ from what its servers report is kept as <run>.failed/:
+    # the host's doing only where the run carries host flags (its meta.json), else a failure.
+    per_run, _ = campaign_flags(out)
+    failed = {d.name: (d / ERROR_FILE).read_text() if (d / ERROR_FILE).exists() else "no error.txt"
+              for d in out.glob(f"*{FAILED_SUFFIX}")}
+    unexplained = {name: error for name, error in failed.items() if not per_run.get(name)}
+    assert res.returncode == (1 if failed else 0) and not unexplained, \
+        (unexplained, failed, res.stdout[-2000:], res.stderr[-3000:])
     rows = {r["variant"]: r for r in csv.DictReader(open(out / "summary.csv"))}
-    assert set(rows) == {"quic-cubic-iw32", "quic-blitz-1.0x"}
     runs = {}
-    for meta_path in out.glob("*/meta.json"):
+    for meta_path in out.glob("*/meta.json"):             # finished and failed runs alike
         meta = json.loads(meta_path.read_text())
         runs[meta["variant"]] = (meta_path.parent, meta, json.loads((meta_path.parent / "metrics.json").read_text()))
-    assert set(runs) == set(rows), list(out.iterdir())
+    assert set(runs) == {"quic-cubic-iw32", "quic-blitz-1.0x"}, list(out.iterdir())
+    assert set(rows) == {v for v, (d, _, _) in runs.items() if d.name not in failed}, rows
 
+    timely = {}                # per variant: its timing figures within tolerance, and what they were
     for variant, (run_dir, meta, metrics) in runs.items():
         short = metrics["short"]
-        print(variant, json.dumps({k: short[k] for k in ("fct_s", "lost_pkts", "retx_pkts", "wire_sent_datagrams")}),
+        print(variant, "failed" if run_dir.name in failed else "done",
+              json.dumps({k: short[k] for k in ("fct_s", "lost_pkts", "retx_pkts", "wire_sent_datagrams")}),
               "fairness", metrics["fairness_ratio"], "first flights",
               {n: f["first_flight"] for n, f in metrics["flows"].items()})
-        assert int(rows[variant]["runs"]) == 1
-        # Handshake + request/response: two RTTs at least; a 70 KB object against a full
-        # 50 ms queue ends well within a few seconds.
-        assert 2 * RTT_S <= short["fct_s"] < 3.0, short["fct_s"]
-        assert float(rows[variant]["fct_mean_s"]) == pytest.approx(short["fct_s"])
+        if run_dir.name not in failed:
+            assert int(rows[variant]["runs"]) == 1
+            assert float(rows[variant]["fct_mean_s"]) == pytest.approx(short["fct_s"])
+        # Handshake + request/response: two RTTs at least, on any host (lateness only adds).
+        assert 2 * RTT_S <= short["fct_s"], short["fct_s"]
         assert short["bytes"] == SIZE and short["complete"]
         assert metrics["fairness_ratio"] is not None and metrics["long"]["bytes"] > SIZE
-        # Every check ran and passed, for both flows: congestion control from the endpoints.
+        # Every check ran, for both flows: congestion control and hint from the endpoints.
         for check in metrics["flow_checks"]:
-            assert check["observed_by"] == "endpoint" and check["cc_ok"], check
-            assert check["window_ok"] and check["sent_ok"], check
+            assert check["observed_by"] == "endpoint" and check["cc_ok"] and check.get("hint_ok", True), check
         flows = {f["name"]: f for f in meta["flows"]}
         assert flows["long"]["observed_cc"] == ["cubic-iw32"] and flows["long"]["transport"] == "quic"
+        # A 70 KB object against a full 50 ms queue ends well within a few seconds; the first
+        # flights on the wire are what the servers report, every datagram captured.
         long_flight = metrics["flows"]["long"]["first_flight"]
-        assert abs(long_flight["segments"] - 32) <= 1, long_flight
+        timely[variant] = [(short["fct_s"] < 3.0, f"FCT {short['fct_s']} s"),
+                           (abs(long_flight["segments"] - 32) <= 1, f"long first flight {long_flight['segments']}"),
+                           *((c["window_ok"] and c["sent_ok"] and c.get("iw_ok", True), f"check {c}")
+                             for c in metrics["flow_checks"])]
 
     base_dir, base_meta, base = runs["quic-cubic-iw32"]
     assert {f["name"]: f["observed_cc"] for f in base_meta["flows"]}["short"] == ["cubic-iw32"]
-    assert abs(base["flows"]["short"]["first_flight"]["segments"] - 32) <= 1
-    assert all(c["iw_ok"] for c in base["flow_checks"])
+    short_flight = base["flows"]["short"]["first_flight"]
+    timely["quic-cubic-iw32"].append((abs(short_flight["segments"] - 32) <= 1,
+                                      f"short first flight {short_flight['segments']}"))
     assert base["short"]["endpoint"]["hint_kbps"] is None
 
     blitz_dir, blitz_meta, blitz = runs["quic-blitz-1.0x"]
@@ -87,4 +101,15 @@ def test_quic_competing_run_blitz_and_baseline(tmp_path):
     # 70 KB is less than that window: the whole object leaves in the first flight.
     flight = blitz["flows"]["short"]["first_flight"]
     assert server["cwnd_start_bytes"] > SIZE
-    assert abs(flight["segments"] - flight["total_segments"]) <= 1 and flight["segments"] >= math.ceil(SIZE / DATAGRAM)
+    timely["quic-blitz-1.0x"].append((abs(flight["segments"] - flight["total_segments"]) <= 1
+                                      and flight["segments"] >= math.ceil(SIZE / DATAGRAM),
+                                      f"short first flight {flight['segments']} of {flight['total_segments']}"))
+
+    report = report_flagged(out)
+    for variant, figures in timely.items():
+        run_dir = runs[variant][0]
+        off = [what for ok, what in figures if not ok]
+        # A failed run's flags are in its own meta.json; report.html lists it only with its error.
+        timing_check(f"{variant}: FCT under 3 s, first flights as declared and reported", per_run[run_dir.name],
+                     not off, "; ".join(off) or "all within tolerance",
+                     shown=None if run_dir.name in failed else report)

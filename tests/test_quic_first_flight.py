@@ -46,16 +46,20 @@ def test_baseline_bursts_ten_then_paces(path):
     assert result["ok"] and result["bytes"] == 2_000_000
     assert line["cwnd_start_bytes"] == 32 * DATAGRAM and not line["hint_applied"]
     rtt = line["handshake_rtt_ms"]
-    assert RTT_MS <= rtt < RTT_MS + 5
-    # IW32: 32 datagrams' worth in flight, one of them the small HANDSHAKE_DONE packet.
-    assert 31 <= flight["datagrams"] <= 32
-    # The first ten back to back (quinn adds a refill of the bucket: 17 here, see pacing.rs).
-    assert 10 <= flight["initial_burst"] <= 20
-    assert flight["initial_burst_span_us"] < 1000
-    # The rest paced: released later within the first RTT, not in one burst.
-    assert len(flight["release_ms"]) >= 3
-    assert 0.25 * rtt <= flight["span_ms"] <= 0.65 * rtt
+    assert RTT_MS <= rtt, "never early"
     assert flight["first_ack_ms"] >= 0.95 * RTT_MS
+    # Times on the wire are the host's to keep: claimed now, asserted once the path is down
+    # and the host monitor has said whether the host was punctual (tests/quicpath.py).
+    claim = path.timing.add
+    claim("handshake RTT within 5 ms of the path's", rtt < RTT_MS + 5, f"{rtt} ms")
+    # IW32: 32 datagrams' worth in flight, one of them the small HANDSHAKE_DONE packet.
+    claim("31-32 datagrams in the first RTT", 31 <= flight["datagrams"] <= 32, str(flight["datagrams"]))
+    # The first ten back to back (quinn adds a refill of the bucket: 17 here, see pacing.rs).
+    claim("an initial burst of 10-20 within 1 ms", 10 <= flight["initial_burst"] <= 20
+          and flight["initial_burst_span_us"] < 1000, f"{flight['initial_burst']} in {flight['initial_burst_span_us']} µs")
+    # The rest paced: released later within the first RTT, not in one burst.
+    claim("the rest paced over 0.25-0.65 RTT", len(flight["release_ms"]) >= 3
+          and 0.25 * rtt <= flight["span_ms"] <= 0.65 * rtt, f"{len(flight['release_ms'])} releases over {flight['span_ms']} ms")
 
 
 def test_blitz_first_flight_is_hint_times_rtt(path):
@@ -67,12 +71,14 @@ def test_blitz_first_flight_is_hint_times_rtt(path):
     bdp = hint_kbps * 1e3 / 8 * rtt / 1e3
     assert 0 <= line["cwnd_start_bytes"] - bdp < DATAGRAM      # rounded up to whole datagrams
     assert line["ssthresh_start_bytes"] == line["cwnd_start_bytes"]
+    claim = path.timing.add
     # The whole window leaves in the first RTT: hint × RTT, less the small first packet.
-    assert abs(flight["bytes"] - bdp) <= 2 * DATAGRAM, (flight["bytes"], bdp)
-    assert 10 <= flight["initial_burst"] <= 20
+    claim("hint × RTT in the first RTT, ±2 datagrams", abs(flight["bytes"] - bdp) <= 2 * DATAGRAM,
+          f"{flight['bytes']} bytes for {bdp:.0f}")
+    claim("an initial burst of 10-20", 10 <= flight["initial_burst"] <= 20, str(flight["initial_burst"]))
     # Paced over about 0.75 RTT (the initial burst is a head start of ~7 datagrams).
-    assert 0.6 * rtt <= flight["span_ms"] <= 0.8 * rtt, flight["span_ms"]
+    claim("paced over 0.6-0.8 RTT", 0.6 * rtt <= flight["span_ms"] <= 0.8 * rtt, f"{flight['span_ms']} ms")
     # Bursts of the bucket size at a steady rate: no gap much longer than the mean.
     releases = flight["release_ms"]
     gaps = [b - a for a, b in zip(releases, releases[1:])]
-    assert max(gaps) < 3 * (releases[-1] / len(gaps)), gaps
+    claim("no release gap over 3 × the mean", max(gaps) < 3 * (releases[-1] / len(gaps)), str(gaps))

@@ -22,6 +22,7 @@ from analysis import flows
 from analysis.packets import load
 from conftest import ROOT
 from results.schema import CAPTURE_FILES, UPSTREAM_CAPTURE_FILES
+from timing import campaign_flags, timing_check, union
 
 SCENARIO = """
 name: websessions-test
@@ -54,18 +55,33 @@ def test_websessions_run_matches_the_log(tmp_path):
     path = tmp_path / "ws.yaml"
     path.write_text(SCENARIO)
     out = tmp_path / "campaign"
-    res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run", str(path), "--out", str(out), "--json"],
+    res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run", str(path), "--out", str(out), "--json",
+                          "--unfit-host"],
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=600)
+    if res.returncode == 4:
+        # A host the calibration found fit but whose monitor saw it late during the per-pair
+        # pings: the runner refuses that network with the host's reason (HostUnfit), even with
+        # --unfit-host (which only forces a host the calibration found unfit). Nothing ran.
+        reason = next((line for line in res.stderr.splitlines() if "per-pair base RTTs not as declared" in line), "")
+        assert "Run again on a quieter host" in reason, res.stderr[-3000:]
+        [record] = [json.loads(p.read_text()) for p in out.glob("networks/*/network.json")]
+        assert any(not fig["ok"] for fig in record["path"]["pairs"].values()), record["path"]
+        timing_check("every pair's base RTT within 0.5 ms of the drawn one", [reason], False,
+                     "refused before the runs (exit 4)", shown=[res.stderr])
+        return
     assert res.returncode == 0, res.stderr[-3000:]
     [run] = [p for p in out.iterdir() if p.is_dir() and p.name.startswith("qs-10m")]
     meta = json.loads((run / "meta.json").read_text())
     spec = meta["spec"]
-    # Per-pair base RTTs: drawn, applied in the core, measured by ping.
+    # Per-pair base RTTs: drawn, applied in the core, measured by ping (before the runs: the
+    # network's host flags and its path check's say whether the host kept time meanwhile).
     pairs = meta["path"]["pairs"]
     assert len(pairs) == 3
-    for name, fig in pairs.items():
-        assert abs(fig["rtt_mean_ms"] - fig["rtt_configured_ms"]) <= 0.5, (name, fig)
     assert len({round(f["rtt_configured_ms"], 1) for f in pairs.values()}) == 3
+    off = {name: fig for name, fig in pairs.items() if abs(fig["rtt_mean_ms"] - fig["rtt_configured_ms"]) > 0.5}
+    _, network = campaign_flags(out)
+    timing_check("every pair's base RTT within 0.5 ms of the drawn one", union([network, meta["path"].get("flags") or []]),
+                 not off, f"off: {off}" if off else f"{len(pairs)} pairs within 0.5 ms")
     fetches = spec["fetches"]
     assert fetches and not any(f["cut"] for f in fetches)
     near = {"down": CAPTURE_FILES["client"], "up": UPSTREAM_CAPTURE_FILES["server"]}

@@ -11,6 +11,9 @@ summary line says how many ran in each case.
 """
 from __future__ import annotations
 
+import html
+import json
+from pathlib import Path
 from typing import Callable, Iterable
 
 COUNTS = {"qualified": 0, "flagged": 0}
@@ -36,3 +39,52 @@ def timing_check(what: str, flags: list[str], within_tolerance: bool, detail: st
     missing = [f for f in flags if not any(f in v or v in f for v in visible)]
     assert not missing, f"{what}: the host flags {missing} do not reach what the user sees: {visible}"
     return "flagged"
+
+
+def campaign_flags(out: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """A campaign's timing flags as its records hold them: per run directory (finished
+    `<run>/` and failed `<run>.failed/` alike, by directory name) what
+    analysis.fidelity.emulator_flags shows for the run; and over every network it built
+    (networks/*/network.json) the host monitor's flags for the network's whole life plus its
+    path check's (the base RTT pings before the runs)."""
+    from analysis.fidelity import emulator_flags
+    from results import schema
+    out = Path(out)
+    runs = {m.parent.name: emulator_flags(json.loads(m.read_text())) for m in sorted(out.glob(f"*/{schema.META_FILE}"))
+            if not m.parent.name.endswith(schema.PARTIAL_SUFFIX)}
+    network: list[str] = []
+    for path in sorted(out.glob(f"{schema.NETWORKS_DIR}/*/network.json")):
+        rec = json.loads(path.read_text())
+        network += [f for f in (rec.get("host_flags") or []) + ((rec.get("path") or {}).get("flags") or [])
+                    if f not in network]
+    return runs, network
+
+
+def union(flag_lists: Iterable[list[str]]) -> list[str]:
+    """Every flag of several runs once, in order."""
+    return list(dict.fromkeys(f for flags in flag_lists for f in flags))
+
+
+def report_flagged(out: Path) -> list[str]:
+    """What a campaign's report.html shows under "Runs the emulator flagged" (as text, not
+    HTML; [] when it has no such section)."""
+    page, title = (Path(out) / "report.html").read_text(), "<h2>Runs the emulator flagged</h2>"
+    if title not in page:
+        return []
+    return [html.unescape(page.split(title, 1)[1].split("<h2>", 1)[0])]
+
+
+class Deferred:
+    """Timing claims made while a network is up, settled once it is down and its host
+    flags are final (the monitor stops with the network): `add` during the test, `settle`
+    after the teardown (a fixture's, typically)."""
+
+    def __init__(self) -> None:
+        self.claims: list[tuple[str, bool, str]] = []
+
+    def add(self, what: str, within_tolerance: bool, detail: str = "") -> None:
+        self.claims.append((what, bool(within_tolerance), detail))
+
+    def settle(self, flags: list[str]) -> None:
+        for what, ok, detail in self.claims:
+            timing_check(what, flags, ok, detail)

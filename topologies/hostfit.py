@@ -87,20 +87,31 @@ def tbf_rate_loss(histogram: list, frame_s: float, stall_s: float) -> float:
     return excess_s / total / frame_s
 
 
-def tbf_stall_s(host: HostTiming, profile: LinkProfile, direction: str) -> float:
+def tbf_bucket_cap_frames(profile: LinkProfile, direction: str) -> int:
+    """The largest bucket the emulated link tolerates: a quarter of its buffer (at least the
+    minimum). A host that needs more is unfit for tbf at that rate (`verdict`)."""
+    return max(TBF_MIN_BURST_PKTS, int(TBF_BUCKET_MAX_BUFFER_SHARE * profile.buffer_packets(direction)))
+
+
+def tbf_stall_s(host: HostTiming, profile: LinkProfile, direction: str, capped: bool = True) -> float:
     """The smallest stall the bucket must absorb so that the measured wake-ups cost at most
-    TBF_RATE_LOSS of the rate (searched over whole frames, from the old fixed 500 µs down)."""
+    TBF_RATE_LOSS of the rate (searched over whole frames), within the link's cap unless
+    `capped` is False (the verdict asks what the host would need)."""
     frame_s = profile.frame_bytes * 8 / profile.rate_bps(direction)
     hist = host.histogram or []
     frames = TBF_MIN_BURST_PKTS - 1
-    while tbf_rate_loss(hist, frame_s, frames * frame_s) > TBF_RATE_LOSS and frames < 100_000:
+    limit = tbf_bucket_cap_frames(profile, direction) - 1 if capped else 100_000
+    while tbf_rate_loss(hist, frame_s, frames * frame_s) > TBF_RATE_LOSS and frames < limit:
         frames += 1
     return frames * frame_s
 
 
-def tbf_bucket_frames(host: HostTiming | None, profile: LinkProfile, direction: str) -> int:
-    tuning = tuning_for(host)
-    return math.ceil(tuning.tbf_burst_bytes(profile, direction) / profile.frame_bytes)
+def tbf_bucket_frames(host: HostTiming | None, profile: LinkProfile, direction: str, capped: bool = True) -> int:
+    """The bucket (frames) this host needs for `profile`, within the link's cap by default."""
+    if host is None:
+        return math.ceil(profile.tbf_burst_bytes(direction) / profile.frame_bytes)
+    stall = tbf_stall_s(host, profile, direction, capped)
+    return math.ceil(profile.tbf_burst_bytes(direction, stall_s=stall) / profile.frame_bytes)
 
 
 @dataclass(frozen=True)
@@ -126,10 +137,9 @@ def verdict(profile: LinkProfile, host: HostTiming) -> ProfileVerdict:
     buckets = {}
     if not profile.offload:
         for direction in ("down", "up"):
-            frames = tbf_bucket_frames(host, profile, direction)
-            buckets[direction] = frames
-            limit = max(TBF_MIN_BURST_PKTS, TBF_BUCKET_MAX_BUFFER_SHARE * profile.buffer_packets(direction))
-            if frames > limit:
+            frames = tbf_bucket_frames(host, profile, direction, capped=False)
+            buckets[direction] = min(frames, tbf_bucket_cap_frames(profile, direction))
+            if frames > tbf_bucket_cap_frames(profile, direction):
                 reasons.append(f"tbf {direction} would need a {frames}-frame bucket to keep its rate within 1 % "
                                f"of wake-ups p99.9 {host.timer_wakeup_us.get('p999')} µs, max "
                                f"{host.timer_wakeup_us.get('max', 0) / 1000:.1f} ms (more than a quarter of the "

@@ -29,6 +29,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from machine.host import HostMonitor
+from topologies.delay import summarize
+from topologies.hostfit import delay_flags, rate_flags
+
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = ROOT / "target" / "release"
 SERVER_BIN = RELEASE / "startlab-quic-server"
@@ -81,6 +85,10 @@ class QuicNet:
         self.delayline: subprocess.Popen | None = None
         self.own_workdir = spec.workdir is None
         self.workdir = spec.workdir or Path(tempfile.mkdtemp(prefix=f"{t}-"))
+        # The host monitor over the path's life; after exit, `host_flags` holds its verdict
+        # ({'delay': [...], 'rate': [...]}, empty lists: the host was punctual).
+        self.monitor: HostMonitor | None = None
+        self.host_flags: dict[str, list[str]] = {"delay": [], "rate": []}
 
     # -- construction --------------------------------------------------------------------
 
@@ -103,6 +111,7 @@ class QuicNet:
     def up(self) -> None:
         self.down()                       # a previous run's leftovers of the same tag
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.monitor = HostMonitor(self.workdir / "host-monitor").start()
         for n in (self.ns_server, self.ns_mid, self.ns_client):
             run(["ip", "netns", "add", n])
             run(self.ns(n, "ip", "link", "set", "lo", "up"))
@@ -235,9 +244,20 @@ class QuicNet:
         for p in reversed(self.procs):
             self.stop(p)
         self.procs.clear()
+        delay_stats = []
         if self.delayline is not None:
             self.stop(self.delayline)
             self.delayline = None
+            raw = self.delayline_stats()
+            if raw is not None:
+                delay_stats.append(summarize(raw, None))
+        if self.monitor is not None:
+            timing = self.monitor.stop()
+            self.monitor = None
+            tbf = ([{"direction": "down", "rate_bps": self.spec.rate_bps, "frame_bytes": FRAME,
+                     "burst_bytes": tbf_burst_bytes(self.spec.rate_bps, self.spec.offloads)}]
+                   if self.spec.rate_bps else [])
+            self.host_flags = {"delay": delay_flags(timing, delay_stats), "rate": rate_flags(timing, tbf)}
         for n in (self.ns_server, self.ns_mid, self.ns_client):
             if Path(f"/run/netns/{n}").exists():
                 run(["ip", "netns", "del", n], check=False)
@@ -247,6 +267,7 @@ class QuicNet:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def delayline_stats(self) -> dict | None:
+        """The delay line's final counters (written when it stops)."""
         p = self.workdir / "delayline.json"
         return json.loads(p.read_text()) if p.exists() else None
 
