@@ -25,7 +25,7 @@ from analysis.workloads.base import Compared, Plot, Row, Section, WorkloadAnalys
 from config.sizes import size_label
 from results import schema
 from results.campaign import Campaign, RunRecord
-from results.store import write_atomically
+from results.store import read_json_or_none, write_atomically
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,21 @@ def _flagged_sections(campaign: Campaign, records: list[RunRecord]) -> list[Sect
 
 # ---------------------------------------------------------------- metadata
 
+def _host_check(root: Path) -> str:
+    """The campaign's host calibration (host.json) in one line: its figures and verdict."""
+    rec = read_json_or_none(root / "host.json")
+    if not rec:
+        return "not recorded"
+    t = rec.get("calibration", {}).get("timer_wakeup_us", {})
+    steal = rec.get("calibration", {}).get("steal_fraction")
+    figures = (f"timer wake-ups p50 {t.get('p50')} µs, p99 {t.get('p99')} µs, p99.9 {t.get('p999')} µs"
+               + ("" if steal is None else f", steal {100 * steal:.0f} %"))
+    unfit = rec.get("unfit_profiles") or []
+    if not unfit:
+        return f"fit for every profile ({figures})"
+    return f"UNFIT for {', '.join(unfit)}, run anyway with --unfit-host ({figures})"
+
+
 def _metadata(campaign: dict[str, Any], records: list[RunRecord], root: Path) -> list[tuple[str, str]]:
     """(label, value) pairs describing the campaign and where its runs ran."""
     def distinct(key: str) -> str:
@@ -217,6 +232,7 @@ def _metadata(campaign: dict[str, Any], records: list[RunRecord], root: Path) ->
         ("repetitions", str(campaign.get("reps", "?"))),
         ("finished runs", f"{len(records)} of {expected}" if expected else str(len(records))),
         ("runs the emulator flagged", f"{flagged} of {len(records)}"),
+        ("host check", _host_check(root)),
         ("seed", str(campaign.get("seed", "?"))),
         ("git revision", distinct("git_rev")),
         ("kernel", distinct("kernel")),

@@ -214,7 +214,9 @@ def cmd_fleet(args) -> int:
     sc = apply_overrides(load_scenario(args.scenario), args.profiles, args.sizes, args.variants, args.reps)
     if args.lanes_per_host != "auto" and not (args.lanes_per_host.isdigit() and int(args.lanes_per_host) >= 1):
         raise UserError(f"--lanes-per-host: a number ≥ 1 or 'auto', got '{args.lanes_per_host}'")
-    campaign, stats = run_fleet(sc, sc.path, _overrides(args), Path(args.inventory), args.lanes_per_host,
+    # Each shard calibrates its own host; --unfit-host lets every shard run anyway, flagged.
+    shard_args = _overrides(args) + (["--unfit-host"] if args.unfit_host else [])
+    campaign, stats = run_fleet(sc, sc.path, shard_args, Path(args.inventory), args.lanes_per_host,
                                 Path(args.out) if args.out else None, args.delay_backend, args.force)
     return finish(campaign.path, args.json, stats)
 
@@ -352,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lanes-per-host", default="1", metavar="N|auto",
                    help="lanes on every host (see run --lanes; auto: one per 2 CPUs of that host)")
     p.add_argument("--force", action="store_true", help="let hosts run more lanes than 2 CPUs each")
+    p.add_argument("--unfit-host", action="store_true",
+                   help="let a shard run on a host its calibration finds unfit (every run is flagged)")
     p.add_argument("--profiles", help="comma-separated subset of the scenario's profiles")
     p.add_argument("--sizes", help="comma-separated object sizes, e.g. 70KB,2MB")
     p.add_argument("--variants", help="comma-separated subset of the scenario's variants")

@@ -33,7 +33,8 @@ def check_host(profiles: list[LinkProfile], allow_unfit: bool) -> dict:
         raise HostUnfit(unfit_message(unfit, timing))
     return {"calibrated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "calibration": timing.as_record(), "verdicts": {k: v.as_record() for k, v in verdicts.items()},
-            "unfit_profiles": [v.profile for v in unfit], "forced": bool(unfit) and allow_unfit}
+            "unfit_profiles": [v.profile for v in unfit], "forced": bool(unfit) and allow_unfit,
+            "allow_unfit": allow_unfit}
 
 
 def unfit_message(unfit: list[ProfileVerdict], timing: HostTiming) -> str:

@@ -151,7 +151,7 @@ def check_path(net: Network, rtts_ms: dict | None, host_rec: dict | None) -> dic
                         "the delay line is suspect")
     problem = HostUnfit(f"per-pair base RTTs not as declared ({figures}{more}): {'; '.join(path['host_flags'])}. "
                         f"Run again on a quieter host, or with {hostcheck.ALLOW_FLAG} (every run is flagged)")
-    if host_rec is not None and host_rec.get("forced"):
+    if host_rec is not None and host_rec.get("allow_unfit"):
         path["flags"] = [str(problem)]          # run anyway, as asked: every run carries it
         log.warning("%s", problem)
         return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from timing import timing_check
 from topologies import delay
 
 
@@ -71,7 +72,8 @@ def _line(ln, tmp_path, queue: delay.LineQueue) -> delay.DelayLine:
 
 @pytest.mark.root
 @pytest.mark.parametrize("rate_bps", [1.5e6, 10e6, 50e6], ids=["1.5M", "10M", "50M"])
-def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_machine, tmp_path, rate_bps):
+def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_machine, tmp_path, rate_bps,
+                                                                          host_watch):
     from hosts.delayline.line_net import flood, line_net
     with line_net() as ln:
         element = _line(ln, tmp_path, delay.LineQueue(rate_bps, _limit(rate_bps)))
@@ -86,11 +88,15 @@ def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_
     steady_err = result["steady"]["wire_bps"] / rate_bps - 1
     print(f"rate {rate_bps / 1e6} Mbit/s: receiver interface {iface_err:+.4%}, "
           f"datagram timestamps {steady_err:+.4%}, lost {result['lost']}, queue drops {f['queue_drops']}")
-    assert abs(iface_err) < 0.01, result["iface"]
-    assert abs(steady_err) < 0.01, result["steady"]
+    flags = host_watch.flags([f])
+    timing_check(f"delivered rate within 1 % at {rate_bps / 1e6:g} Mbit/s", flags,
+                 abs(iface_err) < 0.01 and abs(steady_err) < 0.01,
+                 f"receiver interface {iface_err:+.4%}, datagram timestamps {steady_err:+.4%}")
     assert result["reordered"] == 0 and result["duplicates"] == 0, result
-    # A third of the flood cannot pass; every datagram lost is one the queue dropped.
-    assert result["lost"] > 0.2 * result["expected"], result
+    # A third of the flood cannot pass (if the generator, a spinning sender, reached 1.5 x:
+    # its CPU time); every datagram lost is one the queue dropped, whatever the host.
+    timing_check("more than 20 % of a 1.5 x flood lost", flags, result["lost"] > 0.2 * result["expected"],
+                 f"lost {result['lost']} of {result['expected']}")
     assert f["queue_drops"] == result["lost"], (f, result)
     q = after["a_to_b"]["queue"]
     assert q["classes"]["normal"]["dropped"] == result["lost"] and q["classes"]["low"]["enqueued"] == 0
@@ -100,7 +106,7 @@ def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_
 
 
 @pytest.mark.root
-def test_pushout_drops_marked_traffic_before_unmarked(clean_machine, tmp_path):
+def test_pushout_drops_marked_traffic_before_unmarked(clean_machine, tmp_path, host_watch):
     from hosts.delayline.line_net import FLOOD_PAYLOAD, line_net
     rate = 10e6
     frame_bits = (FLOOD_PAYLOAD + 42) * 8
@@ -116,14 +122,22 @@ def test_pushout_drops_marked_traffic_before_unmarked(clean_machine, tmp_path):
             results = {name: probe.finish() for name, probe in streams.items()}
             stats = element.snapshot()
         finally:
-            element.stop()
+            final = element.stop()
+    flags = host_watch.flags([final])
     normal, low = results["normal"], results["low"]
     q = stats["a_to_b"]["queue"]
     print(f"pushout: unmarked lost {normal['lost']}/{normal['expected']}, "
           f"AF13 lost {low['lost']}/{low['expected']}, pushed out {q['pushed_out']}")
-    assert normal["lost"] == 0, normal
-    assert low["lost"] > 0.2 * low["expected"], low
-    assert q["classes"]["normal"]["dropped"] == 0
+    # Whatever the host: every loss of either class is the queue's own drop, counted.
+    assert q["classes"]["normal"]["dropped"] == normal["lost"], (q, normal)
     assert q["classes"]["low"]["dropped"] == low["lost"]
+    # The queue runs on kernel arrival times (virtual time), so the line's own lateness
+    # cannot fill it; but the offered pattern is two spinning senders' CPU time: one that
+    # stalls catches up in a burst, and a burst of unmarked frames beyond the marked bytes
+    # queued must drop unmarked. With the pattern as offered (0.8 x unmarked, 0.7 x AF13):
+    timing_check("push-out drops no unmarked traffic", flags, normal["lost"] == 0,
+                 f"unmarked lost {normal['lost']} of {normal['expected']}")
+    timing_check("more than 20 % of the AF13 traffic pushed out or dropped", flags,
+                 low["lost"] > 0.2 * low["expected"], f"AF13 lost {low['lost']} of {low['expected']}")
     assert q["pushed_out"] > 0
     assert normal["reordered"] == 0 and low["reordered"] == 0

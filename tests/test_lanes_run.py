@@ -44,13 +44,16 @@ def test_two_lanes_share_one_campaign_and_never_share_a_cpu(tmp_path):
     sampler = threading.Thread(target=sample_lanes, args=(samples, stop))
     sampler.start()
     try:
+        # --unfit-host: confinement is checked, not timing; on an unfit host the runs are flagged.
         res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run", "scenarios/smoke.yaml", "--lanes", "2",
-                              "--force", "--out", str(out), "--json"], capture_output=True, text=True, env=ENV,
-                             timeout=900, cwd=ROOT)
+                              "--force", "--out", str(out), "--json", "--unfit-host"], capture_output=True, text=True,
+                             env=ENV, timeout=900, cwd=ROOT)
     finally:
         stop.set()
         sampler.join()
     assert res.returncode == 0, res.stderr[-3000:]
+    host = json.loads((out / "host.json").read_text())
+    print(f"host calibration: {'unfit, run flagged (--unfit-host)' if host['forced'] else 'fit'}")
     figures = json.loads(res.stdout)
     lanes = figures["run_stats"]["lanes"]
     assert [lane["lane"] for lane in lanes] == [0, 1] and all(lane["exit"] == 0 for lane in lanes)

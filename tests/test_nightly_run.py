@@ -1,7 +1,11 @@
 """Root integration: two nights of the smoke scenario through `run.py nightly --once`, the
 second with the variant under test given an initial window of 1 instead of 10 (an inline
 variant in the nightly configuration, same name, so the same cell gets slower by about
-three round trips). The second night must name that cell as regressed and fail."""
+three round trips). The second night must name that cell as regressed and fail.
+
+A night calibrates the host first and runs nothing on an unfit one (exit 4): then the
+reason must be in regressions.json and on the history page, and the test ends there."""
+import html
 import json
 import os
 import subprocess
@@ -11,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from timing import timing_check
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 ENV = {**os.environ, "STARTLAB_NO_REEXEC": "1"}
@@ -30,18 +35,39 @@ def nightly_once(config: Path, root: Path) -> subprocess.CompletedProcess:
                            "--root", str(root)], capture_output=True, text=True, env=ENV, timeout=900)
 
 
+def host_unfit_night(res: subprocess.CompletedProcess, root: Path, which: str) -> bool:
+    """A night the host check refused (exit 4): its reason is where the user reads it
+    (stderr, regressions.json, index.html's "Nights the host was unfit"), nothing ran, and
+    the case is counted. False for any other exit."""
+    if res.returncode != 4:
+        return False
+    doc = json.loads((root / "regressions.json").read_text())
+    reason = doc["host_unfit"]
+    assert reason and "cannot emulate" in reason and reason in res.stderr, (doc, res.stderr[-3000:])
+    assert doc["regressions"] == [] and doc["failures"] == [] and doc["nights"] == [], doc
+    page = html.unescape((root / "index.html").read_text())
+    assert "Nights the host was unfit" in page, page[-3000:]
+    timing_check(f"the {which} night ran on a host fit for its profiles", [reason], True,
+                 "exit 4, nothing ran", shown=[page.split("Nights the host was unfit", 1)[1]])
+    return True
+
+
 def test_second_night_with_a_smaller_initial_window_regresses(tmp_path):
     root = tmp_path / "nightly"
     config = tmp_path / "nightly.yaml"
 
     config.write_text(CONFIG.format(iw=10))
     first = nightly_once(config, root)
+    if host_unfit_night(first, root, "first"):
+        return
     assert first.returncode == 0, first.stderr[-3000:]
     first_doc = json.loads((root / "regressions.json").read_text())
     assert first_doc["regressions"] == [] and first_doc["nights"][0]["previous"] is None
 
     config.write_text(CONFIG.format(iw=1))
     second = nightly_once(config, root)
+    if host_unfit_night(second, root, "second"):
+        return
     assert second.returncode == 1, second.stdout[-2000:] + second.stderr[-3000:]
     assert "regressed: smoke dsl-fast 200KB under-test: FCT" in second.stderr
 

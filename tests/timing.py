@@ -44,9 +44,11 @@ def timing_check(what: str, flags: list[str], within_tolerance: bool, detail: st
 def campaign_flags(out: Path) -> tuple[dict[str, list[str]], list[str]]:
     """A campaign's timing flags as its records hold them: per run directory (finished
     `<run>/` and failed `<run>.failed/` alike, by directory name) what
-    analysis.fidelity.emulator_flags shows for the run; and over every network it built
-    (networks/*/network.json) the host monitor's flags for the network's whole life plus its
-    path check's (the base RTT pings before the runs)."""
+    analysis.fidelity.emulator_flags shows for the run; and, of every network it built
+    (networks/*/network.json), its path check's: the host's flags over exactly the base RTT
+    pings before the runs (`path.host_flags`) and the reason the runs went ahead anyway
+    (`path.flags`, per-pair RTTs off on a forced unfit host). The network's whole-life
+    `host_flags` are left out: its build and its runs are not the pings' window."""
     from analysis.fidelity import emulator_flags
     from results import schema
     out = Path(out)
@@ -55,7 +57,8 @@ def campaign_flags(out: Path) -> tuple[dict[str, list[str]], list[str]]:
     network: list[str] = []
     for path in sorted(out.glob(f"{schema.NETWORKS_DIR}/*/network.json")):
         rec = json.loads(path.read_text())
-        network += [f for f in (rec.get("host_flags") or []) + ((rec.get("path") or {}).get("flags") or [])
+        path_check = rec.get("path") or {}
+        network += [f for f in (path_check.get("host_flags") or []) + (path_check.get("flags") or [])
                     if f not in network]
     return runs, network
 
