@@ -80,8 +80,9 @@ def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
     It starts with the sender's first short-header datagram after the receiver's last
     long-header one before it (the receiver's handshake Finished, which its request
     follows: a server has nothing to send before it) and ends at the first datagram of the
-    receiver at least ACK_RTT_SHARE × `rtt_s` (the path's minimum RTT) later: no earlier
-    datagram can acknowledge data of the flight, while the receiver acknowledges what came
+    receiver at least ACK_RTT_SHARE × `rtt_s` (the path's minimum RTT) after the flight's
+    first full-size (data) datagram: no earlier datagram can acknowledge data of the
+    flight, while the receiver acknowledges what came
     before the flight with its Finished or within its ack delay (25 ms), so 0.9 × `rtt_s`
     must exceed that (every profile's RTT here does but lab-1g's 20 ms, where a delayed
     acknowledgement could cut a flight short and fail its check, never pass it).
@@ -106,7 +107,10 @@ def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
     since = float(ts[requests].max()) if requests.any() else float("-inf")
     after = out & (ts >= since)
     start = float(ts[after].min())
-    acks = back & (ts >= start + ACK_RTT_SHARE * rtt_s)
+    # Anchored at the first data datagram, not at `start`: the server's HANDSHAKE_DONE may
+    # leave well before its first data (a busy host schedules the application late), and no
+    # acknowledgement of the flight's data can come back before first_data + one RTT.
+    acks = back & (ts >= max(start, first_data) + ACK_RTT_SHARE * rtt_s)
     end = float(ts[acks].min()) if acks.any() else float("inf")
     flight = after & (ts < end)
     nbytes = int(size[flight].sum())

@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from analysis import fidelity, packets, quic_flows
@@ -442,3 +443,38 @@ def test_lost_datagrams_are_those_missing_after_the_queue_only(tmp_path: Path) -
     for cols in run_dir.glob("*.cols"):
         shutil.rmtree(cols)
     assert competing_quic.run_metrics(run_dir, spec, 1500)["short"]["lost_pkts"] == 2
+
+
+def test_a_short_first_flight_fails_on_a_punctual_host_and_is_flagged_on_a_late_one(tmp_path: Path) -> None:
+    """A flight short of its window is the pacer woken late or a wrong window: on a host
+    whose monitor was punctual during the run it fails; on a late one (delay flags) the run
+    is flagged, its window left unchecked — never a long flight, never a silent pass."""
+    run_dir, spec, _ = _write_run(tmp_path)
+    m = competing_quic.run_metrics(run_dir, spec, 1500)
+    m["flows"]["short"]["first_flight"]["segments"] = 20          # 12 short of the 32 reported and declared
+    punctual = fidelity.flow_checks(_flows_meta(), m)
+    assert any("first flight 20" in p for p in fidelity.problems(punctual))
+    late = {**_flows_meta(), "host_check": {"flags_by_kind": {"delay": ["host timer wake-ups p99 3357 µs"],
+                                                                "rate": []}}}
+    checks = fidelity.flow_checks(late, m)
+    assert fidelity.problems(checks) == []
+    assert checks[0]["flight_short_on_late_host"] == 1 and checks[0]["window_unchecked"]
+    m["flows"]["short"]["first_flight"]["segments"] = 40          # a long flight fails whatever the host
+    assert any("first flight 40" in p for p in fidelity.problems(fidelity.flow_checks(late, m)))
+
+
+def test_the_flight_is_timed_from_its_first_data_not_from_handshake_done() -> None:
+    """A server whose application starts late (a busy host) sends HANDSHAKE_DONE, then its
+    data 40 ms later: the flight's window runs one RTT from the first data datagram, so the
+    client's acknowledgement of HANDSHAKE_DONE (one RTT after it) does not cut it short."""
+    sv, cl = _ip(SV1), _ip(CL1)
+    rows = [(0.000, cl, sv, 50000, 4433, 1200, 1)]                 # the client's Finished
+    rows += [(0.001, sv, cl, 4433, 50000, 40, 0)]                  # HANDSHAKE_DONE
+    rows += [(0.041 + i * 0.0005, sv, cl, 4433, 50000, FULL, 0) for i in range(31)]   # data, 40 ms later
+    rows += [(0.001 + RTT + 0.001, cl, sv, 50000, 4433, 50, 0)]   # ACK of HANDSHAKE_DONE
+    rows += [(0.041 + RTT + 0.001, cl, sv, 50000, 4433, 50, 0)]   # ACK of the first data
+    cols = list(zip(*sorted(rows)))
+    dg = {"ts": np.array(cols[0]), "src": np.array(cols[1]), "dst": np.array(cols[2]), "sport": np.array(cols[3]),
+          "dport": np.array(cols[4]), "ulen": np.array(cols[5]) + quic_flows.UDP_HEADER, "qlong": np.array(cols[6])}
+    f = quic_flows.first_flight(dg, (sv, cl, 4433, 50000), RTT, FULL)
+    assert (f["datagrams"], f["segments"]) == (32, 32)
