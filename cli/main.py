@@ -70,9 +70,23 @@ def cmd_fidelity(args) -> int:
     from topologies.profiles import get_profile
     from topologies.shapers import DelayLineQueue, Tbf
     shaper = Tbf() if args.shaper == "tbf" else DelayLineQueue(policy=args.shaper.partition(":")[2] or "droptail")
+    from machine.capabilities import require_root
     from topologies.hostfit import FIXED
-    result = measure(get_profile(args.profile), delay_backend=args.delay_backend, pings=args.pings, shaper=shaper,
-                     tuning=FIXED if args.tuning == "fixed" else None)
+    require_root()
+    profile = get_profile(args.profile)
+    try:
+        result = measure(profile, delay_backend=args.delay_backend, pings=args.pings, shaper=shaper,
+                         tuning=FIXED if args.tuning == "fixed" else None)
+    except RuntimeError as exc:
+        # A witness that failed outright (pings unanswered, a stream that died) is a verdict
+        # on this host or emulator, with its reason: never a traceback without JSON.
+        result = {"profile": profile.name, "ok": False, "error": str(exc), "checks": {},
+                  "explanation": f"the check could not be completed: {exc}"}
+        if args.json:
+            emit_json(result)
+        else:
+            print(f"profile {profile.name}\n  NOT ok: {result['explanation']}")
+        return 1
     if args.json:
         emit_json(result)
     else:

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from hosts.apps import Iperf3Server, iperf3_reverse_client
+from machine import host
 from machine.host import HostTiming
 from hosts.ping import percentile, ping_output, ping_rtts, rtt_matches, samples, summary
 from hosts.process import NodeProcess
-from topologies.hostfit import LATE_P99_US, EmulatorTuning, verdict
+from topologies.hostfit import LATE_P99_US, EmulatorTuning, delay_flags, rate_flags, verdict
 from topologies.network import Network
 from topologies.profiles import LinkProfile
 from topologies.shapers import Shaper
@@ -93,6 +94,7 @@ def flood(net: Network, prof: LinkProfile, direction: str, workdir: Path, pings_
                              log_path=workdir / f"ping-loaded-{direction}.log")
         queue = net.queue(direction)
         before = net.shaper.counters(net, queue)
+        host_before = net.monitor.snapshot() if net.monitor else None
         readings = []
         t_end = time.monotonic() + measure_s
         while time.monotonic() < t_end:
@@ -101,6 +103,11 @@ def flood(net: Network, prof: LinkProfile, direction: str, workdir: Path, pings_
         readings.append((time.monotonic(), _rx_bytes(receiver, receiver_intf)))
         delivered = slope_bps(readings)
         after = net.shaper.counters(net, queue)
+        # The host over exactly the measured window: a burst of stalls there, not the
+        # network's whole life, is what moves this direction's figures.
+        window = host.interval(host_before, net.monitor.snapshot()) if host_before else None
+        tbf = [q for q in net.tbf_settings() if q.get("direction") == direction]
+        window_flags = delay_flags(window, None) + rate_flags(window, tbf)
         pinger.wait(timeout=measure_s + 30)
         loaded = [float(x.split("time=")[1].split()[0]) for x in pinger.output().splitlines() if "time=" in x]
         if not cli.running():
@@ -128,7 +135,7 @@ def flood(net: Network, prof: LinkProfile, direction: str, workdir: Path, pings_
     sent, dropped = after["sent_pkts"] - before["sent_pkts"], after["dropped"] - before["dropped"]
     return {"rate_bps": delivered, "rate_error": delivered / rate - 1, "measure_s": round(measure_s, 2),
             "saturated": dropped >= SATURATED_DROP_SHARE * sent, "queue_sent_pkts": sent, "queue_dropped_pkts": dropped,
-            "datagram_bytes": length, "out_of_order": out_of_order,
+            "datagram_bytes": length, "out_of_order": out_of_order, "host_flags": window_flags,
             "rtt_loaded_ms": round(statistics.fmean(loaded), 3) if loaded else None,
             "rtt_loaded_samples": len(loaded), "rtt_loaded_expected_ms": round(expected_loaded, 3),
             "queue_tolerance_ms": round(max(QUEUE_TOLERANCE_FRAMES * frame_s, burst_s) * 1000
@@ -155,7 +162,8 @@ def starved(prof: LinkProfile, direction: str, why: str) -> dict:
     """A flood's figures when its generator could not fill the queue (every check fails)."""
     return {"rate_bps": 0.0, "rate_error": -1.0, "measure_s": 0.0, "saturated": False, "queue_sent_pkts": 0,
             "queue_dropped_pkts": 0, "datagram_bytes": 0, "out_of_order": 0, "rtt_loaded_ms": None,
-            "rtt_loaded_samples": 0, "rtt_loaded_expected_ms": None, "queue_tolerance_ms": None, "error": why}
+            "rtt_loaded_samples": 0, "rtt_loaded_expected_ms": None, "queue_tolerance_ms": None, "error": why,
+            "host_flags": []}
 
 
 def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path) -> dict:
@@ -250,6 +258,8 @@ def explain(result: dict, profile: LinkProfile, calibration: HostTiming | None, 
     what the run's monitor flagged, else what the calibration predicted, else nothing known
     (then the emulator itself is suspect)."""
     prediction = verdict(profile, calibration) if calibration else None
+    flags = flags + [f"while measuring {d}: {x}" for d, f in result["floods"].items()
+                     for x in f.get("host_flags") or [] if x not in flags]
     result["host"] = {"calibration": _brief(calibration), "monitor": _brief(monitor), "flags": flags,
                       "verdict": prediction.as_record() if prediction else None}
     if result["ok"]:

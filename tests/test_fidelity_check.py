@@ -93,3 +93,20 @@ def test_flights_a_loss_disturbed_are_counted_not_checked():
     # A flight of 4 that nothing disturbed is still wrong.
     [check] = flow_checks(meta, {"flows": {"down": {"first_flights": flights + [ff(4)]}}})
     assert not check["iw_ok"] and check["iw_wrong"] == 1
+
+
+def test_a_witness_that_fails_outright_is_a_verdict_not_a_traceback(monkeypatch, capsys):
+    """`fidelity --json` on a host where a witness dies (pings unanswered, a stream that
+    ended early) prints a not-ok verdict with the reason and exits 1."""
+    import json as _json
+
+    import scenarios.fidelity
+    from cli.main import main
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("only 12 of 100 pings were answered")
+    monkeypatch.setattr(scenarios.fidelity, "measure", dies)
+    monkeypatch.setattr("machine.capabilities.require_root", lambda: None)
+    assert main(["fidelity", "dsl-fast", "--json"]) == 1
+    out = _json.loads(capsys.readouterr().out)
+    assert out["ok"] is False and "12 of 100 pings" in out["explanation"] and out["profile"] == "dsl-fast"

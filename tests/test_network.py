@@ -71,7 +71,7 @@ def test_tbf_delivers_the_configured_rate_within_one_percent(tmp_path, rate_mbps
             client.stop()
             server.stop()
         rate = (b1 - b0) * 8 / (t1 - t0)          # link-layer bytes, as tbf counts them
-    timing_check(f"tbf rate within 1 % at {rate_mbps} Mbit/s", net.host_flags("rate"),
+    timing_check(f"tbf rate within 1 % at {rate_mbps} Mbit/s", net.host_flags(),
                  abs(rate / (rate_mbps * 1e6) - 1) <= 0.01, f"{rate / 1e6:.3f} Mbit/s for {rate_mbps} configured")
 
 
