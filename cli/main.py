@@ -316,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("doctor", help="kernel and tool capabilities, the backends startlab will use, and "
-                                      "whether this host can emulate each profile (a 10 s timing calibration)")
+                                      "whether this host can emulate each profile (a 6 s timing calibration)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-host", action="store_true", help="skip the host timing calibration")
     p.set_defaults(func=cmd_doctor)

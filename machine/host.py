@@ -28,7 +28,7 @@ from pathlib import Path
 from machine import binaries
 from machine.errors import UserError
 
-CALIBRATION_S = 10.0          # a 10 s probe at 0.5 ms on 2 CPUs: 40,000 wake-ups, p99.9 from 40
+CALIBRATION_S = 6.0           # 3 s idle + 3 s busy at 0.5 ms on 2 CPUs: 24,000 wake-ups, p99.9 from 24
 CALIBRATION_INTERVAL_US = 500
 MONITOR_INTERVAL_US = 1000
 # The delay line's threads run SCHED_FIFO at this priority (topologies/delay.py starts it);

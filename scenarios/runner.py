@@ -106,7 +106,7 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
 
 
 SETTLE_WINDOW_S = 1.0       # building a network stalls the host for a moment: wait for
-SETTLE_TIMEOUT_S = 10.0     # a quiet window of this length, at most this long
+SETTLE_TIMEOUT_S = 3.0      # a quiet window of this length, at most this long
 
 
 def settle(net: Network) -> None:
