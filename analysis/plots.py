@@ -39,7 +39,7 @@ from config.sizes import size_label
 from results.campaign import RunRecord
 from results.store import write_atomically
 from wire.quickstart import qs_window_segments
-from wire.tcpip import TCPIP_HEADERS
+from wire.tcpip import TCPIP_HEADERS, tcp_mss
 
 Row = dict[str, Any]
 
@@ -83,7 +83,7 @@ def model_windows(runs: list[RunRecord], variant: str, baseline: str) -> Optiona
         return None
     rec = approved[0]
     rate = stats.median([r.metrics["quickstart"]["approved_bps"] for r in approved])
-    mss = rec.mtu - TCPIP_HEADERS
+    mss = tcp_mss(rec.mtu)
     return qs_window_segments(rate, rec.rtt_s, mss, TCPIP_HEADERS), float(server_iw(base[0]) or 10)
 
 
@@ -130,7 +130,7 @@ def _improvement_axes(ax: Axes, profile: str, rows: list[tuple[int, list[RunReco
         points = speedups(rows, variant, baseline)
         ax.plot([p[0] for p in points], [1 - 1 / p[1] for p in points], marker="o", color=colours[variant],
                 label=f"{variant} measured")
-        model = [relative_improvement(int(x), rec.mtu - TCPIP_HEADERS, rec.mtu, rec.rate_bps, rec.rtt_s,
+        model = [relative_improvement(int(x), tcp_mss(rec.mtu), rec.mtu, rec.rate_bps, rec.rtt_s,
                                       *windows) for x in grid]
         ax.plot(grid, model, ls="--", color=colours[variant],
                 label=f"Equation 2 (W {windows[0]:.0f} vs {windows[1]:.0f} pkts)")

@@ -65,8 +65,11 @@ class RunSession:
     """One run's hosts, variants, processes, captures, counters and teardown."""
 
     def __init__(self, net, variant: Variant, workdir: Path, scratch: Path,
-                 lookup: Optional[Callable[[str], Variant]] = None):
+                 lookup: Optional[Callable[[str], Variant]] = None, rep: int = 1):
         self.net = net
+        # The run's repetition (1-based), handed by the runner: seeded workloads draw anew
+        # per repetition and alike across variants.
+        self.rep = int(rep)
         self.variant = variant
         self.workdir = Path(workdir)
         self.scratch = Path(scratch)          # files the applications serve (not results)
@@ -126,7 +129,8 @@ class RunSession:
             side = n.side_of(node.name)
             gateway, peer = n.gateway(side), n.subnet("server" if side == "client" else "client")
         return InstallContext(gateway=gateway, peer_net=peer, rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s,
-                              profile=prof.name, mtu=prof.mtu, instance=self.instance, defaults=self.net.defaults)
+                              profile=prof.name, access=prof.access, mtu=prof.mtu, instance=self.instance,
+                              defaults=self.net.defaults)
 
     # -- variants -------------------------------------------------------------------------
     def install(self, variant: Variant | str, *, server=(), client=(), router=()) -> Variant:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machine.errors import UserError
+from machine import registry
 from machine.registry import PREFIX
 
 LANE_PREFIX = f"{PREFIX}-lane-"
@@ -165,3 +166,27 @@ def _read(path: Path) -> str:
         return path.read_text()
     except OSError:
         return ""
+
+
+def confinement(lane: int, instance: registry.Instance | None) -> dict:
+    """What the kernel says about this lane now: its cpuset, its CPUs, and every process in
+    the cpuset or registered by the lane's instance that is not confined to them."""
+    cpus = own_cpus()
+    mine = process_cpuset(os.getpid())
+    where = hierarchy()
+    members: set[int] = set()
+    if where is not None and mine:
+        members = set(Cpuset(where.root / mine.lstrip("/"), cpus, where.version).members())
+    registered = {p["pid"] for p in (instance.processes if instance else [])
+                  if registry.process_start_time(p["pid"]) == p.get("start")}
+    outside: list[dict] = []
+    if not mine or LANE_PREFIX not in mine:
+        outside.append({"pid": os.getpid(), "cpuset": mine, "cpus": cpus, "why": "the lane has no cpuset of its own"})
+    for pid in sorted(members | registered):
+        path, allowed = process_cpuset(pid), allowed_cpus(pid)
+        if path is None and not allowed:
+            continue                                  # ended meanwhile
+        if path != mine or not set(allowed) <= set(cpus):
+            outside.append({"pid": pid, "cpuset": path, "cpus": allowed})
+    return {"index": lane, "cpuset": mine, "cpus": cpus, "processes": len(members | registered),
+            "outside": outside}

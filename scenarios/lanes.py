@@ -82,30 +82,6 @@ def deal_runs(runs: Sequence[Run], lanes: int) -> list[list[Run]]:
     return [sorted(share, key=lambda r: (by_profile[r.profile], order[id(r)])) for share in shares]
 
 
-def confinement(lane: int, instance: registry.Instance | None) -> dict:
-    """What the kernel says about this lane now: its cpuset, its CPUs, and every process in
-    the cpuset or registered by the lane's instance that is not confined to them."""
-    cpus = cpuset.own_cpus()
-    mine = cpuset.process_cpuset(os.getpid())
-    where = cpuset.hierarchy()
-    members: set[int] = set()
-    if where is not None and mine:
-        members = set(cpuset.Cpuset(where.root / mine.lstrip("/"), cpus, where.version).members())
-    registered = {p["pid"] for p in (instance.processes if instance else [])
-                  if registry.process_start_time(p["pid"]) == p.get("start")}
-    outside: list[dict] = []
-    if not mine or cpuset.LANE_PREFIX not in mine:
-        outside.append({"pid": os.getpid(), "cpuset": mine, "cpus": cpus, "why": "the lane has no cpuset of its own"})
-    for pid in sorted(members | registered):
-        path, allowed = cpuset.process_cpuset(pid), cpuset.allowed_cpus(pid)
-        if path is None and not allowed:
-            continue                                  # ended meanwhile
-        if path != mine or not set(allowed) <= set(cpus):
-            outside.append({"pid": pid, "cpuset": path, "cpus": allowed})
-    return {"index": lane, "cpuset": mine, "cpus": cpus, "processes": len(members | registered),
-            "outside": outside}
-
-
 def read_run_list(path: Path) -> set[str]:
     """Run ids, one per line (the `--only` file)."""
     try:

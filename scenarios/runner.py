@@ -21,12 +21,12 @@ from hosts.ping import pair_rtts, path_rtt
 from hosts.session import RunSession
 from hosts.workloads.base import WorkloadError
 from machine import host
+from machine.cpuset import confinement
 from machine.errors import HostUnfit, UserError
 from machine.provenance import provenance
 from results import schema
 from results.campaign import Campaign
 from scenarios import hostcheck
-from scenarios.lanes import confinement
 from scenarios.progress import Progress
 from scenarios.spec import Run, Scenario
 from topologies import delay
@@ -59,7 +59,7 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     t0 = time.monotonic()
     params = sc.params_for(run)
     try:
-        with RunSession(net, sc.variants[run.variant], partial, scratch, sc.variant) as session:
+        with RunSession(net, sc.variants[run.variant], partial, scratch, sc.variant, rep=run.rep) as session:
             result = sc.workload.run(session, params, run.size_bytes)
             confined = None if lane is None else confinement(lane, net.instance)
     except (WorkloadError, RuntimeError) as exc:

@@ -108,11 +108,10 @@ class Scenario:
 
     def variant(self, name: str) -> Variant:
         """A variant by name: the scenario's own, else the catalogue's."""
-        if name in self.variants:
-            return self.variants[name]
-        if name in VARIANTS:
-            return VARIANTS[name]
-        raise UserError(f"unknown variant '{name}' (choices: {', '.join(dict.fromkeys([*self.variants, *VARIANTS]))})")
+        found = find_variant(self.variants, name)
+        if found is None:
+            raise UserError(f"unknown variant '{name}' (choices: {variant_choices(self.variants)})")
+        return found
 
     def record(self) -> dict:
         """What campaign.json says about the campaign."""
@@ -127,6 +126,16 @@ class Scenario:
                 "shaper": self.shaper.describe(),
                 "workload_variants": {k: self.variant(v).describe() for k, v in self.workload_params.items()
                                       if self.workload.params[k].kind == "variant"}}
+
+
+def find_variant(own: dict[str, Variant], name: str) -> Variant | None:
+    """A variant by name: a scenario's own (`own`) first, else the catalogue's; None if neither."""
+    return own.get(name) or VARIANTS.get(name)
+
+
+def variant_choices(own: dict[str, Variant]) -> str:
+    """The names a scenario may use, its own first, for an error message."""
+    return ", ".join(dict.fromkeys([*own, *VARIANTS]))
 
 
 def _value(fields: Fields, name: str, param: Param, known_variants: set[str]):
@@ -219,7 +228,7 @@ def _check_variants(top: Fields, workload: Workload, params: dict, variants: dic
             if not workload.mixes:
                 raise top.error("variants", f"{name}: workload {workload.name} cannot split its connections "
                                             "between two variants (mix)")
-            other = variants.get(variant.mix.other) or VARIANTS.get(variant.mix.other)
+            other = find_variant(variants, variant.mix.other)
             if other is None:
                 raise top.error("variants", f"{name}: mix.other '{variant.mix.other}' is not a variant of the "
                                             f"catalogue or the scenario")
@@ -227,7 +236,7 @@ def _check_variants(top: Fields, workload: Workload, params: dict, variants: dic
                 raise top.error("variants", f"{name}: mix.other '{other.name}' is itself a mix")
     for key, declared in workload.params.items():
         if declared.kind == "variant":
-            variant = variants.get(params[key]) or VARIANTS.get(params[key])
+            variant = find_variant(variants, params[key])
             problem = workload.check_variant(params, variant, key) if variant else None
             if problem:
                 raise top.sub("workload").error(key, f"{params[key]}: {problem}")
@@ -301,13 +310,10 @@ def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, varia
     if variants:
         chosen_v = {}
         for name in _split(variants):
-            if name in sc.variants:
-                chosen_v[name] = sc.variants[name]
-            elif name in VARIANTS:
-                chosen_v[name] = VARIANTS[name]
-            else:
-                raise UserError(f"--variants: unknown variant '{name}' (choices: "
-                                f"{', '.join(dict.fromkeys([*sc.variants, *VARIANTS]))})")
+            found = find_variant(sc.variants, name)
+            if found is None:
+                raise UserError(f"--variants: unknown variant '{name}' (choices: {variant_choices(sc.variants)})")
+            chosen_v[name] = found
             problem = sc.workload.check_variant(sc.workload_params, chosen_v[name])
             if problem:
                 raise UserError(f"--variants: {name}: {problem}")

@@ -99,7 +99,7 @@ def test_instances_ending_in_the_order_they_started_leave_the_list_as_found(fake
 
 
 def test_a_lane_outside_a_cpuset_of_its_own_is_reported_not_confined():
-    from scenarios.lanes import confinement
+    from machine.cpuset import confinement
     record = confinement(0, None)                   # this process: not in a lane's cpuset
     assert record["index"] == 0 and record["cpus"] == cpuset.own_cpus()
     assert any(o.get("why") == "the lane has no cpuset of its own" for o in record["outside"])

@@ -27,7 +27,7 @@ from config.yamlfile import FieldError
 from machine.errors import UserError
 from scenarios.spec import apply_overrides, load_scenario
 from topologies.endhosts import EndHostDefaults
-from wire.blitzstart import access_technology
+from topologies.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = 1472
@@ -35,7 +35,7 @@ RTT = 0.050
 
 
 def ctx(profile: str = "dsl-fast", rate_bps: float = 50e6, mtu: int = 1500) -> InstallContext:
-    return InstallContext(rate_bps=rate_bps, rtt_s=RTT, profile=profile, mtu=mtu)
+    return InstallContext(rate_bps=rate_bps, rtt_s=RTT, profile=profile, access=get_profile(profile).access, mtu=mtu)
 
 
 # ------------------------------------------------------------------ implementation, variants
@@ -82,7 +82,7 @@ def test_datagram_size_follows_the_path_mtu_and_refuses_sub_quic_sizes() -> None
 
 
 def test_access_technology_of_profiles() -> None:
-    assert [access_technology(p) for p in ("dsl-slow", "dsl-fast", "3g", "lte", "geo-sat", "gprs", "lab-1g")] == \
+    assert [get_profile(p).access for p in ("dsl-slow", "dsl-fast", "3g", "lte", "geo-sat", "gprs", "lab-1g")] == \
         ["dsl", "dsl", "3g", "lte", "satellite", "unknown", "unknown"]
 
 

@@ -77,13 +77,10 @@ def test_shipped_scenarios():
     assert 0.5 in thresholds and 0.9 in thresholds
 
 
-def test_users_spread_over_hosts_and_repetition_from_the_run_directory():
+def test_users_spread_over_hosts():
     assert [web.users_of_host(5, 2, k) for k in (0, 1)] == [[0, 2, 4], [1, 3]]
     assert web.WORKLOAD.hosts({"users": 1, "clients": 4}).pairs == 1
     assert web.WORKLOAD.hosts({"users": 10, "clients": 4}).pairs == 4
-    assert web.repetition(Path("/x/scharf-200ms_users-5_qs-reno_r03.partial")) == 3
-    assert web.repetition(Path("/x/scharf-200ms_qs-reno_r12")) == 12
-    assert web.repetition(Path("/tmp/elsewhere")) == 1
 
 
 # --- a crafted run -----------------------------------------------------------------------------

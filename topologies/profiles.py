@@ -12,12 +12,11 @@ from pathlib import Path
 from config import yamlfile
 from config.yamlfile import Fields
 from machine.errors import UserError
+from wire.blitzstart import TECHNOLOGIES
+from wire.tcpip import ETH_HEADER, tcp_mss
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 
-ETH_HEADER = 14          # tbf counts the Ethernet header in every packet's length
-IP_HEADER = 20
-TCP_HEADER = 32          # 20 + 12 bytes of timestamps option, as Linux sends by default
 
 # Limits that catch typos (a rate in bit/s written into a Mbit/s field) without
 # forbidding odd but real links.
@@ -50,6 +49,7 @@ class LinkProfile:
     topology: str = "dumbbell"
     offload: bool = False     # GSO/TSO/GRO on: for rate ceilings, not packet-exact captures
     source: str = ""
+    access: str = "unknown"   # access technology of the client side (Blitzstart's hint names it)
 
     # -- derived figures ------------------------------------------------------------
     def rate_bps(self, direction: str) -> float:
@@ -65,7 +65,7 @@ class LinkProfile:
 
     @property
     def mss(self) -> int:
-        return self.mtu - IP_HEADER - TCP_HEADER
+        return tcp_mss(self.mtu)
 
     @property
     def rtt_s(self) -> float:
@@ -118,7 +118,7 @@ class LinkProfile:
 
 def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
     fields.unknown({"down_mbps", "up_mbps", "rtt_ms", "buffer_pkts", "buffer_ms", "mtu",
-                    "topology", "offload", "source"})
+                    "topology", "offload", "source", "access"})
     down = fields.number("down_mbps", low=0.001, high=MAX_RATE_MBPS)
     up = fields.number("up_mbps", low=0.001, high=MAX_RATE_MBPS)
     rtt = fields.number("rtt_ms", low=0.1, high=MAX_RTT_MS)
@@ -133,7 +133,8 @@ def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
     topology = fields.text("topology", "dumbbell", choices=["dumbbell", "chain"])
     return LinkProfile(name=name, down_mbps=down, up_mbps=up, rtt_ms=rtt, buffer_pkts=buffer_pkts,
                        buffer_ms=buffer_ms, mtu=mtu, topology=topology,
-                       offload=fields.flag("offload", False), source=fields.text("source", ""))
+                       offload=fields.flag("offload", False), source=fields.text("source", ""),
+                       access=fields.text("access", "unknown", choices=list(TECHNOLOGIES)))
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, LinkProfile]:

@@ -19,18 +19,6 @@ TECHNOLOGIES = {"unknown": 0, "ethernet": 1, "dsl": 2, "cable": 3, "wifi": 4, "3
                 "5g": 7, "satellite": 8}
 
 
-# The access technology of startlab's link profiles, by the start of their names: what a
-# client on that path would signal with its hint (the paper's §3: DSL, 3G, LTE, …).
-PROFILE_TECHNOLOGIES = {"dsl": "dsl", "3g": "3g", "lte": "lte", "geo-sat": "satellite"}
-
-
-def access_technology(profile: str) -> str:
-    """The technology name a client on `profile` hints ('unknown' for lab and paper-era paths)."""
-    for prefix, tech in PROFILE_TECHNOLOGIES.items():
-        if profile == prefix or profile.startswith(prefix + "-"):
-            return tech
-    return "unknown"
-
 
 def hint_kbps(rate_bps: float, factor: float) -> int:
     """The hint a client sends: factor × the true rate, in kbit/s (at least 1)."""

@@ -9,6 +9,16 @@ TCP_HEADER = 20
 TCP_TIMESTAMPS = 12      # the timestamp option with its padding, which Linux sends by default
 TCPIP_HEADERS = IP_HEADER + TCP_HEADER + TCP_TIMESTAMPS   # 52: H of RFC 4782's Equation 1
 
+
+def tcp_mss(mtu: int) -> int:
+    """Payload of a full TCP segment on a path of `mtu`: IPv4, TCP and its timestamps off."""
+    return int(mtu) - TCPIP_HEADERS
+
+
+def run_mss(meta: dict) -> int:
+    """The MSS of a run, from the MTU its meta.json records for its profile (1500 if none)."""
+    return tcp_mss(int((meta.get("profile_params") or {}).get("mtu") or 1500))
+
 OPT_END, OPT_NOP = 0, 1
 
 

@@ -28,7 +28,7 @@ from analysis.workloads.base import (Compared, Plot, Row, WorkloadAnalysis, comp
 from machine.errors import UserError
 from results.campaign import RunRecord
 from results.schema import CAPTURE_FILES, UPSTREAM_CAPTURE_FILES
-from wire.tcpip import ETH_HEADER, TCPIP_HEADERS
+from wire.tcpip import ETH_HEADER, TCPIP_HEADERS, run_mss
 
 # Per direction: the capture next to the requesters, before and after the direction's queue.
 POINTS = {"down": (CAPTURE_FILES["client"], CAPTURE_FILES["bneck-in"], CAPTURE_FILES["bneck-out"]),
@@ -135,7 +135,7 @@ class ArrivalsAnalysis(WorkloadAnalysis):
                        "drop rate", "down / up", "utilisation down", "Δ duration vs baseline"]
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
-        return run_metrics(run_dir, meta["spec"], int(meta["profile_params"].get("mtu") or 1500) - TCPIP_HEADERS)
+        return run_metrics(run_dir, meta["spec"], run_mss(meta))
 
     def describe(self, runs: list[RunRecord]) -> Row:
         late = [r.metrics["directions"][d]["lateness_syn_ms"]["p99"] for r in runs for d in r.metrics["directions"]]

@@ -21,7 +21,7 @@ from analysis.workloads.base import (Compared, Plot, Row, WorkloadAnalysis, comp
 from machine.errors import UserError
 from results.campaign import RunRecord
 from results.schema import CAPTURE_FILES
-from wire.tcpip import ETH_HEADER, TCPIP_HEADERS
+from wire.tcpip import ETH_HEADER, TCPIP_HEADERS, run_mss
 
 
 def jain(xs: list[float]) -> Optional[float]:
@@ -88,7 +88,7 @@ class BulkAnalysis(WorkloadAnalysis):
                        "slowest flow", "link share", "loss", "ΔJain vs baseline"]
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
-        return run_metrics(run_dir, meta["spec"], int(meta["profile_params"].get("mtu") or 1500) - TCPIP_HEADERS)
+        return run_metrics(run_dir, meta["spec"], run_mss(meta))
 
     def describe(self, runs: list[RunRecord]) -> Row:
         return {"flows": len(runs[0].metrics["flows"]), **describe_metric(JAIN, runs), **describe_metric(GOODPUT, runs),

@@ -26,7 +26,7 @@ from analysis.workloads.base import (Compared, Plot, Row, WorkloadAnalysis, comp
 from machine.errors import UserError
 from results.campaign import RunRecord
 from results.schema import CAPTURE_FILES
-from wire.tcpip import TCPIP_HEADERS
+from wire.tcpip import run_mss
 
 TRACE_BEFORE_S, TRACE_AFTER_S = 1.0, 3.0
 MAX_TRACE_POINTS = 1500
@@ -171,7 +171,7 @@ class BurstyAnalysis(WorkloadAnalysis):
                        "bursty lost", "bulk lost", "other half", "Δ vs baseline"]
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
-        mss = int(meta["profile_params"].get("mtu") or 1500) - TCPIP_HEADERS
+        mss = run_mss(meta)
         spec = meta["spec"]
         return crowd_metrics(run_dir, spec, mss) if spec["mode"] == "flashcrowd" else burst_metrics(run_dir, spec, mss)
 

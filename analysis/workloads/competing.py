@@ -35,7 +35,7 @@ from config.sizes import size_label
 from machine.errors import UserError
 from results.campaign import RunRecord
 from results.schema import CAPTURE_FILES
-from wire.tcpip import TCPIP_HEADERS
+from wire.tcpip import tcp_mss
 
 # The throughput series starts this long before the short flow's SYN, so a plot
 # shows the long flow alone first, and ends one window after its last byte.
@@ -244,7 +244,7 @@ class CompetingAnalysis(WorkloadAnalysis):
         mtu = int(meta["profile_params"].get("mtu") or 1500)
         if meta["spec"].get("transport") == "quic":
             return competing_quic.run_metrics(run_dir, meta["spec"], mtu)
-        return run_metrics(run_dir, meta["spec"], mtu - TCPIP_HEADERS)
+        return run_metrics(run_dir, meta["spec"], tcp_mss(mtu))
 
     def describe(self, runs: list[RunRecord]) -> Row:
         f = [fct(r) for r in runs]

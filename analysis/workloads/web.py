@@ -40,7 +40,7 @@ from machine.errors import UserError
 from results.campaign import RunRecord
 from results.schema import CAPTURE_FILES
 from wire.httperf_log import HTTP_MODES, WEB_MODELS, parse_files
-from wire.tcpip import TCPIP_HEADERS
+from wire.tcpip import run_mss
 
 COMBOS = [(m, h) for m in WEB_MODELS for h in HTTP_MODES]
 
@@ -241,7 +241,7 @@ class WebAnalysis(WorkloadAnalysis):
                        "QS approved", "loss", "Δdownload vs baseline"]
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
-        mss = int(meta["profile_params"].get("mtu") or 1500) - TCPIP_HEADERS
+        mss = run_mss(meta)
         return run_metrics(run_dir, meta["spec"], mss)
 
     def describe(self, runs: list[RunRecord]) -> Row:

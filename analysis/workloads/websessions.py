@@ -36,7 +36,7 @@ from analysis.workloads.web_handshakes import Handshake, read_client_side, read_
 from machine.errors import UserError
 from results.campaign import RunRecord
 from results.schema import CAPTURE_FILES, UPSTREAM_CAPTURE_FILES
-from wire.tcpip import ETH_HEADER, TCPIP_HEADERS
+from wire.tcpip import ETH_HEADER, TCPIP_HEADERS, run_mss
 
 INTERVAL_S = 1.0
 POINTS = {"down": (CAPTURE_FILES["client"], CAPTURE_FILES["bneck-in"], CAPTURE_FILES["bneck-out"]),
@@ -229,7 +229,7 @@ class WebSessionsAnalysis(WorkloadAnalysis):
                        "paired Δ utilisation, Δ drop rate (95 %)"]
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
-        return run_metrics(run_dir, meta["spec"], int(meta["profile_params"].get("mtu") or 1500) - TCPIP_HEADERS)
+        return run_metrics(run_dir, meta["spec"], run_mss(meta))
 
     def describe(self, runs: list[RunRecord]) -> Row:
         fwd = [r.metrics["directions"]["down"] for r in runs]

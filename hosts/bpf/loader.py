@@ -402,12 +402,3 @@ def fault_drop_dscp(instance: registry.Instance, node, intf: str, dscp: int) -> 
     bpftool("map", "update", "pinned", str(where / "stl_fault_cfg"), "key", *_hex(bytes(4)),
             "value", *_hex(struct.pack(FAULT_FORMAT, dscp + 1, 0, 0, 0)))
     tc_attach(node, intf, "egress", where / "stl_fault_drop")
-
-
-def fault_counters(instance: registry.Instance, intf: str) -> dict[str, int] | None:
-    where = _fault_dir(instance, intf)
-    if not where.exists():
-        return None
-    entry = bpftool("map", "lookup", "pinned", str(where / "stl_fault_cfg"), "key", *_hex(bytes(4)), as_json=True)
-    _, _, dropped, passed = struct.unpack(FAULT_FORMAT, bytes(int(b, 16) for b in entry["value"]))
-    return {"dropped": dropped, "passed": passed}

@@ -24,7 +24,8 @@ class InstallContext:
     peer_net: str | None = None        # the other side's subnet
     rate_bps: float = 0.0              # the profile's bottleneck rate (for hints)
     rtt_s: float = 0.0
-    profile: str = ""                  # the link profile's name (e.g. an access technology's hint)
+    profile: str = ""                  # the link profile's name
+    access: str = "unknown"            # the profile's access technology (what a hint names)
     mtu: int = 1500                    # the path's IP MTU (a user-space endpoint sizes datagrams by it)
     instance: object = None            # the registry entry that records what we change
     defaults: EndHostDefaults = field(default_factory=EndHostDefaults)   # what to put back

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from machine import binaries
-from wire.blitzstart import TECHNOLOGIES, access_technology, hint_kbps
+from wire.blitzstart import TECHNOLOGIES, hint_kbps
 from wire.quic_report import udp_payload
 
 SERVER_BIN, CLIENT_BIN = "startlab-quic-server", "startlab-quic-client"
@@ -68,7 +68,7 @@ class Quic(Implementation):
         kbps = client_hint_kbps(params, ctx.rate_bps)
         if kbps is None:
             return args
-        tech = access_technology(ctx.profile) if params["tech"] == "auto" else params["tech"]
+        tech = ctx.access if params["tech"] == "auto" else params["tech"]
         return args + ["--hint-kbps", str(kbps), "--tech", tech]
 
     def declares(self, role, params, defaults) -> Declared | None:

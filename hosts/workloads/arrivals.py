@@ -29,8 +29,7 @@ import numpy as np
 
 from config.params import Param
 from hosts.apps import HTTP_PORT, Lighttpd, make_object
-from hosts.workloads.base import (HostNeeds, Workload, WorkloadError, WorkloadResult, read_report, repetition,
-                                  repetition_seed)
+from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult, read_report, repetition_seed
 from results.schema import UPSTREAM_CAPTURE_FILES
 
 CLIENT = Path(__file__).resolve().parent.parent / "arrivals_client.py"
@@ -90,7 +89,7 @@ class Arrivals(Workload):
             raise WorkloadError("the arrivals workload needs an object size (the scenario's sizes)")
         n = session.names
         sv1, cl1, sv2, cl2 = (session.host(x) for x in (n.server(1), n.client(1), n.server(2), n.client(2)))
-        plan = schedules(params, repetition(session.workdir))
+        plan = schedules(params, session.rep)
         # (direction, sending host, its IP, requesting host, its IP)
         ends = {"down": (sv1, n.server_ip(1), cl1, n.client_ip(1)),
                 "up": (cl2, n.client_ip(2), sv2, n.server_ip(2))}

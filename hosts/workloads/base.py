@@ -11,7 +11,6 @@ config/catalogue.py.
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +24,6 @@ class WorkloadError(RuntimeError):
 
 
 SEED_STRIDE = 1000                   # seeds of successive repetitions of a seeded workload
-
-
-def repetition(workdir: Path) -> int:
-    """The run's repetition, from its directory (<run id>[.partial]; run ids end in _rNN)."""
-    m = re.search(r"_r(\d+)(?:\.partial)?$", Path(workdir).name)
-    return int(m.group(1)) if m else 1
 
 
 def repetition_seed(seed: int, rep: int) -> int:

@@ -19,7 +19,7 @@ kind, a reply that is not 200, httperf exiting on its own before its users are d
 fails the run with the tail of that httperf's log: a run is never silently short.
 
 The file set depends only on `seed` (the site stays the same); the users' sessions on
-`seed` and the repetition, so every repetition replays other users while two variants at
+`seed` and the so every repetition replays other users while two variants at
 the same repetition replay exactly the same pages (their difference is paired).
 
 Besides the standard captures, two small filtered ones keep what the per-connection
@@ -45,8 +45,7 @@ from hosts.apps import HTTP_PORT, Lighttpd
 from hosts.capture import Capture
 from hosts.workloads import httperf as hp
 from hosts.workloads import surge
-from hosts.workloads.base import (HostNeeds, Workload, WorkloadError, WorkloadResult, repetition,
-                                  repetition_seed)
+from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult, repetition_seed
 from hosts.workloads.competing import link_use
 from wire.httperf_log import parse_files
 
@@ -145,7 +144,7 @@ class Web(Workload):
                          integer=True),
         "duration_s": Param(900.0, "think-time clock each user's session covers, per model and mode",
                             low=MIN_DURATION_S, high=86400),
-        "seed": Param(1, "file set (and, with the repetition, the users' sessions)", low=0, high=2 ** 31 - 1,
+        "seed": Param(1, "file set (and, with the the users' sessions)", low=0, high=2 ** 31 - 1,
                       integer=True),
         "stationary": Param(False, "users start in steady state: the first page after an equilibrium think time"),
         "start_spread_s": Param(7.0, "users start this far apart in all (the first at once)", low=0, high=3600),
@@ -181,7 +180,7 @@ class Web(Workload):
         if duration < MIN_DURATION_RTTS * prof.rtt_s:
             raise WorkloadError(f"duration_s {duration:g} s is shorter than {MIN_DURATION_RTTS} RTTs of "
                                 f"{prof.name} ({prof.rtt_s * 1000:g} ms)")
-        rep = repetition(session.workdir)
+        rep = session.rep
         session_seed = repetition_seed(params["seed"], rep)
         users = params["users"]
         n_hosts = self.hosts(params).pairs

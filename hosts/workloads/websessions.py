@@ -31,11 +31,9 @@ from typing import Optional
 from config.params import Param
 from hosts.apps import FTP_DATA_PORTS, HTTP_PORT, Lighttpd, Vsftpd, make_object
 from hosts.workloads import ns2web
-from hosts.workloads.base import (HostNeeds, Workload, WorkloadError, WorkloadResult, read_report, repetition,
-                                  repetition_seed)
+from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult, read_report, repetition_seed
 from hosts.workloads.web import HANDSHAKE_FILES, handshake_captures
 from results.schema import UPSTREAM_CAPTURE_FILES
-from wire.tcpip import TCPIP_HEADERS
 
 CLIENT = Path(__file__).resolve().parent.parent / "arrivals_client.py"
 FTP_CLIENT = Path(__file__).resolve().parent.parent / "ftp_client.py"
@@ -140,8 +138,8 @@ class WebSessions(Workload):
 
     def run(self, session, p: dict, size_bytes: Optional[int]) -> WorkloadResult:
         n, prof = session.names, session.profile
-        mss = prof.mtu - TCPIP_HEADERS          # full segments with timestamps: an object of k packets
-        rep = repetition(session.workdir)
+        mss = prof.mss          # full segments with timestamps: an object of k packets
+        rep = session.rep
         fetches, ftp = plan(p, rep), plan_ftp(p, rep)
         fwd = list(range(1, p["hosts"] + 1))
         rev = list(range(p["hosts"] + 1, p["hosts"] + p["reverse_hosts"] + 1)) if "up" in fetches else []
