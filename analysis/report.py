@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from analysis import fidelity
+from analysis import flow_checks
 from analysis.plots import variant_colours
 from analysis.runs import workload_analysis
 from analysis.summary import ordered_variants, split_rows, write_split_summary, write_summary
@@ -172,14 +172,14 @@ def _host_sections(root: Path, record: dict[str, Any], records: list[RunRecord],
 def _flagged_sections(campaign: Campaign, records: list[RunRecord]) -> list[Section]:
     """Runs the emulator flagged, runs whose flows failed their checks, failed runs."""
     out = []
-    flagged = [[r.run_id, "; ".join(fidelity.emulator_flags(r.meta))] for r in records if fidelity.emulator_flags(r.meta)]
+    flagged = [[r.run_id, "; ".join(flow_checks.emulator_flags(r.meta))] for r in records if flow_checks.emulator_flags(r.meta)]
     if flagged:
         out.append(Section("Runs the emulator flagged", ["run", "why"], flagged,
                            f"The delay element dropped frames or released them more than "
-                           f"{fidelity.LATE_P99_US / 1000:g} ms late at the 99th percentile during these "
+                           f"{flow_checks.LATE_P99_US / 1000:g} ms late at the 99th percentile during these "
                            "runs; their figures are kept but deserve a second look."))
-    checked = [[r.run_id, "; ".join(fidelity.problems(r.metrics.get("flow_checks") or []))]
-               for r in records if fidelity.failed_checks(r.metrics)]
+    checked = [[r.run_id, "; ".join(flow_checks.problems(r.metrics.get("flow_checks") or []))]
+               for r in records if flow_checks.failed_checks(r.metrics)]
     if checked:
         out.append(Section("Runs whose flows differ from their declaration", ["run", "what differs"], checked))
     failed = [[run_id, error] for run_id, error in campaign.failed_runs()]
@@ -219,7 +219,7 @@ def _metadata(campaign: dict[str, Any], records: list[RunRecord], root: Path) ->
     sweep = campaign.get("sweep") or {}
     expected = (len(campaign.get("profiles") or []) * len(sizes) * len(campaign.get("variants") or [])
                 * max(1, len(sweep.get("values") or [])) * int(campaign.get("reps") or 0))
-    flagged = sum(1 for r in records if fidelity.emulator_flags(r.meta))
+    flagged = sum(1 for r in records if flow_checks.emulator_flags(r.meta))
     return [
         ("scenario", str(campaign.get("scenario", "?"))),
         ("workload", str(campaign.get("workload", schema.LEGACY_WORKLOAD))),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analysis import fidelity
+from analysis import flow_checks
 from config import catalogue
 from machine.errors import UserError
 from results import schema
@@ -23,18 +23,18 @@ def workload_analysis(name: str):
         raise UserError(f"unknown workload '{name}' (known: {', '.join(catalogue.WORKLOADS)})") from None
 
 
-def analyse_run(campaign: Campaign, run_dir: Path, meta: dict[str, Any]) -> list[str]:
+def analyze_run(campaign: Campaign, run_dir: Path, meta: dict[str, Any]) -> list[str]:
     """Compute and write a run's metrics, mark it done; return what differs from its
     declaration (empty when its flows ran what they claimed)."""
     metrics = workload_analysis(meta["workload"]).run_metrics(run_dir, meta)
-    checks = fidelity.flow_checks(meta, metrics)
+    checks = flow_checks.flow_checks(meta, metrics)
     metrics["flow_checks"] = checks
     campaign.write_metrics(run_dir, metrics)
     meta["status"] = schema.DONE
     meta.pop("analysis_error", None)
     meta["format"] = schema.FORMAT
     campaign.write_meta(run_dir, meta)
-    return fidelity.problems(checks)
+    return flow_checks.problems(checks)
 
 
 def analyze_campaign(path: Path | str) -> tuple[Campaign, list[str]]:
@@ -44,7 +44,7 @@ def analyze_campaign(path: Path | str) -> tuple[Campaign, list[str]]:
     errors = []
     for run_dir, meta in campaign.captured_runs():
         try:
-            found = analyse_run(campaign, run_dir, meta)
+            found = analyze_run(campaign, run_dir, meta)
         except UserError as exc:
             errors.append(f"{run_dir.name}: analysis failed: {exc}")
             continue

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from analysis import fidelity, stats
+from analysis import flow_checks, stats
 from analysis.workloads.base import Row, WorkloadAnalysis
 from results.campaign import RunRecord
 from results.schema import SUMMARY_CSV, SUMMARY_JSON
@@ -63,8 +63,8 @@ def summary_rows(campaign: dict[str, Any], records: list[RunRecord], analysis: W
                 row.update(profile=profile, size_bytes=size, variant=variant, runs=len(runs),
                            rtt_s=runs[0].rtt_s, rate_bps=runs[0].rate_bps,
                            sweep_param=next(iter(sweep), None), sweep_value=next(iter(sweep.values()), None),
-                           emulator_flagged_runs=sum(1 for r in runs if fidelity.emulator_flags(r.meta)),
-                           flow_check_failed_runs=sum(1 for r in runs if fidelity.failed_checks(r.metrics)))
+                           emulator_flagged_runs=sum(1 for r in runs if flow_checks.emulator_flags(r.meta)),
+                           flow_check_failed_runs=sum(1 for r in runs if flow_checks.failed_checks(r.metrics)))
                 if primary:
                     row[f"anova_{primary.column}_p"] = anova
                 row.update(analysis.describe(runs))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scenarios.fidelity import measure  # noqa: E402
+from scenarios.emulator_check import measure  # noqa: E402
 from topologies.profiles import LinkProfile, get_profile  # noqa: E402
 
 

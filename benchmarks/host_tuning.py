@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import host  # noqa: E402
-from scenarios.fidelity import measure  # noqa: E402
+from scenarios.emulator_check import measure  # noqa: E402
 from topologies.hostfit import FIXED, tuning_for, verdict  # noqa: E402
 from topologies.profiles import get_profile, load_profiles  # noqa: E402
 

@@ -66,7 +66,7 @@ def doctor_host() -> dict:
 
 
 def cmd_fidelity(args) -> int:
-    from scenarios.fidelity import measure, print_result
+    from scenarios.emulator_check import measure, print_result
     from topologies.profiles import get_profile
     from topologies.shapers import DelayLineQueue, Tbf
     shaper = Tbf() if args.shaper == "tbf" else DelayLineQueue(policy=args.shaper.partition(":")[2] or "droptail")

@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analysis.runs import analyse_run
+from analysis.runs import analyze_run
 from hosts.ping import pair_rtts, path_rtt
 from hosts.session import RunSession
 from hosts.workloads.base import WorkloadError
@@ -91,7 +91,7 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     if confined is not None and confined["outside"]:
         problems.append(f"lane {lane}: processes outside its cpuset or CPUs: {confined['outside']}")
     try:
-        problems += analyse_run(campaign, partial, meta)
+        problems += analyze_run(campaign, partial, meta)
     except Exception as exc:      # keep the captures; `run.py analyze` can retry
         meta["analysis_error"] = f"{type(exc).__name__}: {exc}"
         log.warning("analysis of %s failed: %s", run.run_id, exc)

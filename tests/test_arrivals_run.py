@@ -20,7 +20,7 @@ import pytest
 
 from analysis import flows
 from analysis.packets import load
-from analysis.fidelity import emulator_flags
+from analysis.flow_checks import emulator_flags
 from conftest import ROOT
 from results.schema import CAPTURE_FILES, UPSTREAM_CAPTURE_FILES
 from timing import report_flagged, timing_check

@@ -16,7 +16,7 @@ import pytest
 
 from hosts.workloads import competing_apps
 from results.campaign import Campaign
-from scenarios.fidelity import measure
+from scenarios.emulator_check import measure
 from timing import timing_check
 from scenarios.runner import RunFailed, execute_run, open_campaign
 from scenarios.spec import load_scenario

@@ -1,7 +1,7 @@
 """The fidelity verdict: what counts as the emulator's fault, on made-up measurements."""
 import pytest
 
-from scenarios.fidelity import judge, slope_bps
+from scenarios.emulator_check import judge, slope_bps
 from topologies.profiles import LinkProfile
 
 PROFILE = LinkProfile(name="p", down_mbps=20, up_mbps=10, rtt_ms=40, buffer_pkts=50)
@@ -60,7 +60,7 @@ def test_rate_is_a_least_squares_slope():
 
 
 def test_flow_checks_compare_kernel_and_wire_with_the_declaration():
-    from analysis.fidelity import flow_checks, problems
+    from analysis.flow_checks import flow_checks, problems
     meta = {"flows": [
         {"name": "short", "declared_cc": ["cubic"], "declared_iw": 10, "observed_cc": ["cubic"]},
         {"name": "long", "declared_cc": ["blitz"], "declared_iw": None, "observed_cc": ["stl3f_blitz"]},
@@ -82,7 +82,7 @@ def test_flow_checks_compare_kernel_and_wire_with_the_declaration():
 
 
 def test_flights_a_loss_disturbed_are_counted_not_checked():
-    from analysis.fidelity import flow_checks, problems
+    from analysis.flow_checks import flow_checks, problems
     meta = {"flows": [{"name": "down", "declared_cc": ["reno"], "declared_iw": 3, "observed_cc": ["reno"]}]}
     ff = lambda seg, why="": {"segments": seg, "total_segments": 200, "bytes": seg * 1448,  # noqa: E731
                               **({"disturbed": why} if why else {})}
@@ -100,12 +100,12 @@ def test_a_witness_that_fails_outright_is_a_verdict_not_a_traceback(monkeypatch,
     ended early) prints a not-ok verdict with the reason and exits 1."""
     import json as _json
 
-    import scenarios.fidelity
+    import scenarios.emulator_check
     from cli.main import main
 
     def dies(*args, **kwargs):
         raise RuntimeError("only 12 of 100 pings were answered")
-    monkeypatch.setattr(scenarios.fidelity, "measure", dies)
+    monkeypatch.setattr(scenarios.emulator_check, "measure", dies)
     monkeypatch.setattr("machine.capabilities.require_root", lambda: None)
     assert main(["fidelity", "dsl-fast", "--json"]) == 1
     out = _json.loads(capsys.readouterr().out)

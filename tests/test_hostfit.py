@@ -132,7 +132,7 @@ def test_a_campaign_on_an_unfit_host_is_refused_before_any_network_then_runs_fla
     assert host["forced"] and host["unfit_profiles"]
     metas = [json.loads(p.read_text()) for p in out.glob("*/meta.json")]
     assert metas, "the forced campaign finished its run"
-    from analysis.fidelity import emulator_flags
+    from analysis.flow_checks import emulator_flags
     report = (out / "report.html").read_text()
     for meta in metas:
         flags = emulator_flags(meta)
@@ -146,7 +146,7 @@ def test_a_campaign_on_an_unfit_host_is_refused_before_any_network_then_runs_fla
 @pytest.mark.root
 @pytest.mark.usefixtures("clean_machine")
 def test_fidelity_on_an_unfit_host_names_the_host_property(tmp_path):
-    from scenarios.fidelity import measure
+    from scenarios.emulator_check import measure
     from topologies.profiles import get_profile
     result = measure(get_profile("js-dumbbell"), pings=100, tcp=False, monitor_hog=HOG, workdir=tmp_path)
     flags = result["host"]["flags"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import fidelity, packets, quic_flows
+from analysis import flow_checks, packets, quic_flows
 from analysis.workloads import competing as competing_analysis
 from analysis.workloads import competing_quic
 from hosts import quic_endpoints
@@ -181,9 +181,9 @@ def test_a_blitz_server_without_the_hint_is_observed_as_the_baseline(tmp_path: P
                                                   "hint_applied": False}) + "\n")
     s._observed()
     assert flow.observed_cc == ["cubic-iw32"]
-    check = fidelity.flow_checks({"flows": [flow.as_dict()]}, {"flows": {}})[0]
+    check = flow_checks.flow_checks({"flows": [flow.as_dict()]}, {"flows": {}})[0]
     assert not check["cc_ok"]
-    assert fidelity.problems([check]) == [
+    assert flow_checks.problems([check]) == [
         "flow short: congestion control cubic-iw32 as its endpoint reports, declared blitz",
         "flow short: no start window reported by its endpoint or no first flight on the wire: its start "
         "cannot be checked"]
@@ -351,8 +351,8 @@ def _flows_meta(server_cc: str = "cubic-iw32", iw=32) -> dict:
 def test_checks_pass_when_endpoints_and_wire_agree(tmp_path: Path) -> None:
     run_dir, spec, _ = _write_run(tmp_path)
     m = competing_quic.run_metrics(run_dir, spec, 1500)
-    checks = fidelity.flow_checks(_flows_meta(), m)
-    assert fidelity.problems(checks) == []
+    checks = flow_checks.flow_checks(_flows_meta(), m)
+    assert flow_checks.problems(checks) == []
     short = checks[0]
     assert short["iw_ok"] and short["window_ok"] and short["sent_ok"] and "hint_ok" not in short
 
@@ -362,7 +362,7 @@ def test_checks_catch_a_wrong_hint_a_wrong_window_and_a_miscount(tmp_path: Path)
                                   sent_offset=1)
     m = competing_quic.run_metrics(run_dir, spec, 1500)
     m["flows"]["short"]["reported_segments"] = 40                 # the server claims a larger start
-    problems = fidelity.problems(fidelity.flow_checks(_flows_meta("blitz", None), m))
+    problems = flow_checks.problems(flow_checks.flow_checks(_flows_meta("blitz", None), m))
     assert problems == [
         "flow short: first flight 32 datagrams on the wire, the server reports a start window of 40",
         "flow short: the client sent a hint of 50000 kbit/s, the server received 25000",
@@ -376,10 +376,10 @@ def test_a_first_flight_off_by_more_than_its_tolerance_fails_the_declared_iw(tmp
     m = competing_quic.run_metrics(run_dir, spec, 1500)
     meta = _flows_meta()
     meta["flows"][0]["declared_iw"] = 30
-    check = fidelity.flow_checks(meta, m)[0]
+    check = flow_checks.flow_checks(meta, m)[0]
     assert check["iw_ok"] is False
     meta["flows"][0]["declared_iw"] = 31                          # within one datagram: the small packets
-    assert fidelity.flow_checks(meta, m)[0]["iw_ok"]
+    assert flow_checks.flow_checks(meta, m)[0]["iw_ok"]
 
 
 def test_a_window_larger_than_the_object_expects_the_object_less_its_resends(tmp_path: Path) -> None:
@@ -390,8 +390,8 @@ def test_a_window_larger_than_the_object_expects_the_object_less_its_resends(tmp
     m = competing_quic.run_metrics(run_dir, spec, 1500)
     flight = m["flows"]["short"]["first_flight"]
     assert (flight["segments"], flight["total_segments"]) == (49, 49)
-    checks = fidelity.flow_checks(_flows_meta("blitz", None), m)
-    assert fidelity.problems(checks) == [] and checks[0]["window_ok"] and checks[0]["hint_ok"]
+    checks = flow_checks.flow_checks(_flows_meta("blitz", None), m)
+    assert flow_checks.problems(checks) == [] and checks[0]["window_ok"] and checks[0]["hint_ok"]
     # Counted without the resends, the whole flow would look two datagrams larger than its flight.
     dg = packets.load(run_dir / "cap-bneck-in.pcap").datagrams
     assert quic_flows.first_flight(dg, (_ip(SV1), _ip(CL1), 4433, 50000), RTT, FULL)["total_segments"] == 51
@@ -403,7 +403,7 @@ def test_equal_datagram_counts_with_other_bytes_still_fail(tmp_path: Path) -> No
     run_dir, spec, _ = _write_run(tmp_path)
     m = competing_quic.run_metrics(run_dir, spec, 1500)
     m["flows"]["long"]["sent_bytes_endpoint"] += FULL
-    check = fidelity.flow_checks(_flows_meta(), m)[1]
+    check = flow_checks.flow_checks(_flows_meta(), m)[1]
     assert check["sent_datagrams_wire"] == check["sent_datagrams_endpoint"] and check["sent_ok"] is False
 
 
@@ -411,7 +411,7 @@ def test_an_endpoint_flow_without_its_start_figures_fails(tmp_path: Path) -> Non
     run_dir, spec, _ = _write_run(tmp_path)
     m = competing_quic.run_metrics(run_dir, spec, 1500)
     del m["flows"]["long"]
-    problems = fidelity.problems(fidelity.flow_checks(_flows_meta(), m))
+    problems = flow_checks.problems(flow_checks.flow_checks(_flows_meta(), m))
     assert problems == ["flow long: no start window reported by its endpoint or no first flight on the wire: "
                         "its start cannot be checked"]
 
@@ -419,7 +419,7 @@ def test_an_endpoint_flow_without_its_start_figures_fails(tmp_path: Path) -> Non
 def test_tcp_first_flights_stay_exact() -> None:
     flight = {"segments": 9, "total_segments": 100}
     meta = {"flows": [{"name": "short", "declared_cc": ["cubic"], "declared_iw": 10, "observed_cc": ["cubic"]}]}
-    check = fidelity.flow_checks(meta, {"flows": {"short": {"first_flight": flight}}})[0]
+    check = flow_checks.flow_checks(meta, {"flows": {"short": {"first_flight": flight}}})[0]
     assert check["iw_ok"] is False and check["observed_by"] == "kernel"
     assert "window_ok" not in check and "sent_ok" not in check
 
@@ -452,15 +452,15 @@ def test_a_short_first_flight_fails_on_a_punctual_host_and_is_flagged_on_a_late_
     run_dir, spec, _ = _write_run(tmp_path)
     m = competing_quic.run_metrics(run_dir, spec, 1500)
     m["flows"]["short"]["first_flight"]["segments"] = 20          # 12 short of the 32 reported and declared
-    punctual = fidelity.flow_checks(_flows_meta(), m)
-    assert any("first flight 20" in p for p in fidelity.problems(punctual))
+    punctual = flow_checks.flow_checks(_flows_meta(), m)
+    assert any("first flight 20" in p for p in flow_checks.problems(punctual))
     late = {**_flows_meta(), "host_check": {"flags_by_kind": {"delay": ["host timer wake-ups p99 3357 µs"],
                                                                 "rate": []}}}
-    checks = fidelity.flow_checks(late, m)
-    assert fidelity.problems(checks) == []
+    checks = flow_checks.flow_checks(late, m)
+    assert flow_checks.problems(checks) == []
     assert checks[0]["flight_short_on_late_host"] == 1 and checks[0]["window_unchecked"]
     m["flows"]["short"]["first_flight"]["segments"] = 40          # a long flight fails whatever the host
-    assert any("first flight 40" in p for p in fidelity.problems(fidelity.flow_checks(late, m)))
+    assert any("first flight 40" in p for p in flow_checks.problems(flow_checks.flow_checks(late, m)))
 
 
 def test_the_flight_is_timed_from_its_first_data_not_from_handshake_done() -> None:

@@ -23,7 +23,7 @@ def timing_check(what: str, flags: list[str], within_tolerance: bool, detail: st
                  shown: Iterable[str] | Callable[[], Iterable[str]] | None = None) -> str:
     """Assert `within_tolerance` on a qualified host; on an unfit one, assert that every flag
     is a reason (text) and, where the run has a record a user reads (`shown`, for example
-    analysis.fidelity.emulator_flags(meta) or a fidelity result's explanation), that it is
+    analysis.flow_checks.emulator_flags(meta) or a fidelity result's explanation), that it is
     there. Returns the case that applied."""
     if not flags:
         COUNTS["qualified"] += 1
@@ -44,12 +44,12 @@ def timing_check(what: str, flags: list[str], within_tolerance: bool, detail: st
 def campaign_flags(out: Path) -> tuple[dict[str, list[str]], list[str]]:
     """A campaign's timing flags as its records hold them: per run directory (finished
     `<run>/` and failed `<run>.failed/` alike, by directory name) what
-    analysis.fidelity.emulator_flags shows for the run; and, of every network it built
+    analysis.flow_checks.emulator_flags shows for the run; and, of every network it built
     (networks/*/network.json), its path check's: the host's flags over exactly the base RTT
     pings before the runs (`path.host_flags`) and the reason the runs went ahead anyway
     (`path.flags`, per-pair RTTs off on a forced unfit host). The network's whole-life
     `host_flags` are left out: its build and its runs are not the pings' window."""
-    from analysis.fidelity import emulator_flags
+    from analysis.flow_checks import emulator_flags
     from results import schema
     out = Path(out)
     runs = {m.parent.name: emulator_flags(json.loads(m.read_text())) for m in sorted(out.glob(f"*/{schema.META_FILE}"))

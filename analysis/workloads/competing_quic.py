@@ -11,7 +11,7 @@ datagrams a server sent (its counter) against those the capture before the queue
 
 Each flow also carries what its endpoints reported about its start (the controller the
 server ran, its start window, the hint the client sent and the server received) next to
-the first flight measured on the wire, for the run's checks (analysis/fidelity.py).
+the first flight measured on the wire, for the run's checks (analysis/flow_checks.py).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ server holds the hint before its first response byte.
 The kernel's sock_diag cannot see a QUIC connection's congestion control, so the server
 part declares transport 'quic': the run checks the controller the server itself reports
 per connection (Blitzstart only where the hint arrived and was applied) and the first
-flight it measures on the wire (hosts/quic_endpoints.py, analysis/fidelity.py).
+flight it measures on the wire (hosts/quic_endpoints.py, analysis/flow_checks.py).
 """
 from __future__ import annotations
 
