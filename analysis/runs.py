@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import flow_checks
-from config import catalogue
+from analysis import workloads
 from machine.errors import UserError
 from results import schema
 from results.campaign import Campaign
@@ -17,10 +17,10 @@ from results.campaign import Campaign
 
 def workload_analysis(name: str):
     """The analysis of workload `name`; an unknown one is a UserError listing the known."""
-    try:
-        return catalogue.analysis(name)
-    except KeyError:
-        raise UserError(f"unknown workload '{name}' (known: {', '.join(catalogue.WORKLOADS)})") from None
+    known = workloads.registry()
+    if name not in known:
+        raise UserError(f"unknown workload '{name}' (known: {', '.join(known)})")
+    return known[name]
 
 
 def analyze_run(campaign: Campaign, run_dir: Path, meta: dict[str, Any]) -> list[str]:

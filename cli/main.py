@@ -118,8 +118,8 @@ def cmd_list(args) -> int:
                          [[s["name"], s["path"], s["workload"], s["runs"], s["description"]] for s in items]))
         return 0
     if args.what == "workloads":
-        from config import catalogue
-        items = {name: catalogue.workload(name) for name in catalogue.WORKLOADS}
+        from hosts.workloads import registry
+        items = registry()
         if args.json:
             emit_json({name: {"summary": w.summary, "sized": w.sized,
                               "params": {k: p.describe() for k, p in w.params.items()}} for name, w in items.items()})

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from config import catalogue, yamlfile
+from config import yamlfile
+from hosts import workloads
 from config.params import Param
 from config.sizes import parse_size, size_label
 from config.yamlfile import Fields, FieldError
@@ -150,8 +151,8 @@ def _value(fields: Fields, name: str, param: Param, known_variants: set[str]):
 
 
 def _workload(fields: Fields, known_variants: set[str]) -> tuple[Workload, dict]:
-    kind = fields.text("kind", choices=list(catalogue.WORKLOADS))
-    workload = catalogue.workload(kind)
+    kind = fields.text("kind", choices=list(workloads.registry()))
+    workload = workloads.registry()[kind]
     fields.unknown({"kind", *workload.params})
     params = {name: p.default for name, p in workload.params.items()}
     for name, param in workload.params.items():

@@ -99,7 +99,7 @@ def test_inline_variant_definition(tmp_path):
 @pytest.mark.parametrize("old,new,where", [
     ("profiles: [dsl-fast]", "profiles: [dsl-fats]", "3: profiles: unknown profile 'dsl-fats'"),
     ("sizes: [70KB]", "sizes: [70XB]", "4: sizes: '70XB' is not a size"),
-    ("  kind: competing", "  kind: racing", "6: workload.kind: 'racing' is not one of: competing"),
+    ("  kind: competing", "  kind: racing", "6: workload.kind: 'racing' is not one of: arrivals, bulk, bursty, competing"),
     ("  - cubic-iw10", "  - cubic-iw11", "7: variants: unknown variant 'cubic-iw11'"),
     ("cc: cubic, iw: 64", "cc: cubik, iw: 64", "10: variants.cubic-iw64.server.cc: 'cubik' is not one of: cubic, reno, bbr"),
     ("cc: cubic, iw: 64", "cc: cubic, iw: 0", "10: variants.cubic-iw64.server.iw: 0 is below the minimum 1"),
@@ -162,3 +162,14 @@ def test_bad_sweep_names_file_line_field_and_expectation(tmp_path, old, new, whe
     with pytest.raises(UserError) as exc:
         load_scenario(path)
     assert f"{path}:{where}" in str(exc.value), str(exc.value)
+
+
+def test_every_workload_has_its_analysis_and_every_analysis_its_workload():
+    """The two registries are derived from the modules themselves: a workload module without
+    its analysis module (or the reverse) is caught here, not by a campaign."""
+    from analysis.workloads import registry as analyses
+    from hosts.workloads import registry as workloads
+    assert set(workloads()) == set(analyses()), (set(workloads()) ^ set(analyses()))
+    assert {"competing", "bulk", "web", "bursty", "arrivals", "websessions"} <= set(workloads())
+    for name, w in workloads().items():
+        assert w.name == name and analyses()[name].name == name

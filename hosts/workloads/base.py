@@ -5,8 +5,8 @@ parser with file, line and field), the end hosts it needs, and `run`, which driv
 applications of one run inside a RunSession (hosts/session.py). The session owns
 everything around it — host roles, variant install and removal, servers, captures, the
 socket watch, counters and teardown — so a workload module holds only its traffic.
-Its analysis lives in analysis/workloads/<name>.py; both are listed by one line in
-config/catalogue.py.
+Its analysis lives in analysis/workloads/<name>.py; each package's registry() finds them
+by the module's WORKLOAD / ANALYSIS object, under the workload's name.
 """
 from __future__ import annotations
 
