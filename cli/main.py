@@ -68,8 +68,8 @@ def doctor_host() -> dict:
 def cmd_fidelity(args) -> int:
     from scenarios.emulator_check import measure, print_result
     from topologies.profiles import get_profile
-    from topologies.shapers import DelayLineQueue, Tbf
-    shaper = Tbf() if args.shaper == "tbf" else DelayLineQueue(policy=args.shaper.partition(":")[2] or "droptail")
+    from topologies.shapers import from_cli
+    shaper = from_cli(args.shaper)
     from machine.capabilities import require_root
     from topologies.hostfit import FIXED
     require_root()
@@ -310,6 +310,8 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from topologies import shapers
+    from topologies.delay import BACKEND_CHOICES
     parser = argparse.ArgumentParser(prog="run.py", description=(
         "startlab: race TCP startup schemes over emulated access networks (Mininet)."))
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
@@ -323,11 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fidelity", help="build a profile's network and check its rate, delay, queue and losses")
     p.add_argument("profile", metavar="PROFILE", help="link profile (see: run.py list profiles)")
-    p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"],
+    p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES,
                    help="delay element in the core (default: netem if the kernel has it, else the delay line)")
     p.add_argument("--pings", type=int, default=200, help="idle RTT samples (default 200, at least 100)")
-    p.add_argument("--shaper", default="tbf", choices=["tbf", "delayline", "delayline:droptail", "delayline:pushout",
-                                                       "delayline:red"],
+    p.add_argument("--shaper", default="tbf", choices=shapers.cli_choices(),
                    help="how the bottleneck queues: tc tbf (default) or the delay line's own queue [with a policy]")
     p.add_argument("--tuning", default="measured", choices=["measured", "fixed"],
                    help="the emulator's timing parameters: from this host's calibration (default) or the old "
@@ -348,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, help="repetitions per (profile, size, variant)")
     p.add_argument("--out", help="campaign directory (default results/<scenario>/<timestamp>); "
                                  "an existing one is resumed: finished runs are skipped")
-    p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"])
+    p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES)
     p.add_argument("--lanes", default="1", metavar="N|auto",
                    help="run N testbeds at once, each confined to its own CPUs (auto: one per 2 CPUs)")
     p.add_argument("--force", action="store_true", help="allow more lanes than 2 CPUs each (fidelity suffers)")
@@ -375,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", help="comma-separated subset of the scenario's variants")
     p.add_argument("--reps", type=int, help="repetitions per (profile, size, variant)")
     p.add_argument("--out", help="the merged campaign's directory (an existing one is resumed)")
-    p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"])
+    p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_fleet)
 
@@ -400,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="run one night now (a timer or cron schedules the nights)")
     p.add_argument("--config", help="nightly configuration (default config/nightly.yaml)")
     p.add_argument("--root", help="results root, instead of the configuration's (<root>/<scenario>/<night>)")
-    p.add_argument("--delay-backend", default="auto", choices=["auto", "netem", "delayline"])
+    p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES)
     p.add_argument("--json", action="store_true", help="print regressions.json")
     p.set_defaults(func=cmd_nightly)
 

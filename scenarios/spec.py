@@ -23,7 +23,7 @@ from hosts.variants import VARIANTS, Variant, parse_variant
 from hosts.workloads.base import HostNeeds, Workload
 from machine.errors import UserError
 from topologies.profiles import LinkProfile, load_profiles
-from topologies.shapers import SHAPERS, DelayLineQueue, Shaper, Tbf
+from topologies.shapers import SHAPERS, Shaper, Tbf
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 
@@ -187,18 +187,9 @@ def _sweep(fields: Fields, workload: Workload) -> Sweep:
 
 
 def _shaper(fields: Fields) -> Shaper:
-    """`shaper: {kind: tbf}` (the default) or `{kind: delayline, policy: droptail|pushout|red,
-    low_dscp: [14]}`: how the bottleneck queues."""
-    kind = fields.text("kind", choices=list(SHAPERS))
-    if kind == "tbf":
-        fields.unknown({"kind"})
-        return Tbf()
-    fields.unknown({"kind", "policy", "low_dscp"})
-    policy = fields.text("policy", "droptail", choices=["droptail", "pushout", "red"])
-    low = fields.list("low_dscp", [14])
-    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 63 for d in low):
-        raise fields.error("low_dscp", f"DSCP values are whole numbers 0..63, got {low}")
-    return DelayLineQueue(policy=policy, low_dscp=tuple(low))
+    """`shaper: {kind: tbf}` (the default) or another kind of topologies/shapers.SHAPERS with
+    its own fields: how the bottleneck queues."""
+    return SHAPERS[fields.text("kind", choices=list(SHAPERS))].from_fields(fields)
 
 
 def _variants(path: Path, top: Fields) -> dict[str, Variant]:

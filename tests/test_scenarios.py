@@ -1,4 +1,6 @@
 """Scenario files: sizes, validation with file/line/field, overrides and run order."""
+from pathlib import Path
+
 import pytest
 
 from machine.errors import UserError
@@ -173,3 +175,22 @@ def test_every_workload_has_its_analysis_and_every_analysis_its_workload():
     assert {"competing", "bulk", "web", "bursty", "arrivals", "websessions"} <= set(workloads())
     for name, w in workloads().items():
         assert w.name == name and analyses()[name].name == name
+
+
+def test_shapers_are_declared_by_their_own_classes(tmp_path):
+    """A scenario's `shaper:` section and `fidelity --shaper` both read the shaper kinds'
+    own declarations (topologies/shapers.SHAPERS): a bad policy names its choices."""
+    from topologies import shapers
+    assert shapers.cli_choices() == ["tbf", "delayline", "delayline:droptail", "delayline:pushout", "delayline:red"]
+    assert shapers.from_cli("delayline:red").describe() == {"kind": "delayline", "policy": "red", "low_dscp": [14]}
+    assert shapers.from_cli("tbf").describe() == {"kind": "tbf"}
+    base = (Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml").read_text()
+    path = tmp_path / "s.yaml"
+    path.write_text(base + "shaper:\n  kind: delayline\n  policy: pushout\n  low_dscp: [12, 14]\n")
+    assert load_scenario(path).shaper.describe() == {"kind": "delayline", "policy": "pushout", "low_dscp": [12, 14]}
+    path.write_text(base + "shaper:\n  kind: delayline\n  policy: codel\n")
+    with pytest.raises(UserError, match="policy: 'codel' is not one of: droptail, pushout, red"):
+        load_scenario(path)
+    path.write_text(base + "shaper:\n  kind: tbf\n  policy: red\n")
+    with pytest.raises(UserError, match="policy"):
+        load_scenario(path)

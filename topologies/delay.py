@@ -185,10 +185,15 @@ def delayline_binary() -> Path | None:
 BUILD_HINT = binaries.BUILD_HINT
 
 
+# What --delay-backend accepts: 'auto' (netem where the kernel has it, else the delay line)
+# or a backend by name.
+BACKEND_CHOICES = ("auto", "netem", "delayline")
+
+
 def choose_backend(preference: str = "auto") -> "DelayBackend":
     """The delay backend to use; UserError saying why when the wanted one is unavailable."""
-    if preference not in ("auto", "netem", "delayline"):
-        raise UserError(f"unknown delay backend {preference!r}: use auto, netem or delayline")
+    if preference not in BACKEND_CHOICES:
+        raise UserError(f"unknown delay backend {preference!r}: use {', '.join(BACKEND_CHOICES)}")
     netem = capabilities.probe_qdisc("netem")
     binary = delayline_binary()
     if preference == "netem":

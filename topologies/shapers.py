@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 
-from topologies.delay import AF13, LineQueue
+from topologies.delay import AF13, QUEUE_POLICIES, LineQueue
 from topologies.hostfit import EmulatorTuning
 from topologies.names import PathNames
 from topologies.profiles import LinkProfile
@@ -46,6 +46,22 @@ class Shaper(ABC):
 
     def describe(self) -> dict:
         return {"kind": self.name}
+
+    # -- how a user names it: a scenario's `shaper:` section and the command line's --shaper
+    @classmethod
+    def from_fields(cls, fields) -> "Shaper":
+        """The shaper a scenario's `shaper:` section (config.yamlfile.Fields) declares."""
+        fields.unknown({"kind"})
+        return cls()
+
+    @classmethod
+    def cli_forms(cls) -> list[str]:
+        """The spellings `--shaper` accepts for this kind."""
+        return [cls.name]
+
+    @classmethod
+    def from_cli(cls, text: str) -> "Shaper":
+        return cls()
 
     @abstractmethod
     def install(self, net, names: PathNames, profile: LinkProfile, hop: int, direction: str) -> Queue:
@@ -144,6 +160,24 @@ class DelayLineQueue(Shaper):
     def describe(self) -> dict:
         return {"kind": self.name, "policy": self.policy, "low_dscp": list(self.low_dscp)}
 
+    @classmethod
+    def from_fields(cls, fields) -> "DelayLineQueue":
+        """`{kind: delayline, policy: droptail|pushout|red, low_dscp: [14]}`."""
+        fields.unknown({"kind", "policy", "low_dscp"})
+        policy = fields.text("policy", "droptail", choices=list(QUEUE_POLICIES))
+        low = fields.list("low_dscp", [AF13])
+        if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 63 for d in low):
+            raise fields.error("low_dscp", f"DSCP values are whole numbers 0..63, got {low}")
+        return cls(policy=policy, low_dscp=tuple(low))
+
+    @classmethod
+    def cli_forms(cls) -> list[str]:
+        return [cls.name, *(f"{cls.name}:{p}" for p in QUEUE_POLICIES)]
+
+    @classmethod
+    def from_cli(cls, text: str) -> "DelayLineQueue":
+        return cls(policy=text.partition(":")[2] or "droptail")
+
     @staticmethod
     def line_direction(direction: str) -> str:
         """The delay line's a→b runs client → server (its a side faces the clients)."""
@@ -173,4 +207,14 @@ class DelayLineQueue(Shaper):
                 "dropped": int(q.get("dropped", 0))}
 
 
-SHAPERS = {"tbf": Tbf, "delayline": DelayLineQueue}
+# Every shaper kind, by name: the scenario parser, `fidelity --shaper` and the docs read this.
+SHAPERS: dict[str, type[Shaper]] = {cls.name: cls for cls in (Tbf, DelayLineQueue)}
+
+
+def cli_choices() -> list[str]:
+    return [form for cls in SHAPERS.values() for form in cls.cli_forms()]
+
+
+def from_cli(text: str) -> Shaper:
+    """The shaper `--shaper TEXT` names (TEXT is one of cli_choices())."""
+    return SHAPERS[text.partition(":")[0]].from_cli(text)
