@@ -10,6 +10,9 @@ Format history:
   2  workloads are plugins: campaign and meta name theirs; meta lists the run's flows with
      their declared and observed congestion control and initial window, and the emulator's
      figures over the run.
+  3  meta carries the host check (`host_check`: the campaign's calibration and verdict, the
+     host monitor over the run, the flags) and the emulator's tuning (`link.emulator_tuning`);
+     the campaign keeps its calibration in host.json.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from typing import Any
 from config.sizes import parse_size
 from machine.errors import UserError
 
-FORMAT = 2
+FORMAT = 3
 CAMPAIGN_FILE = "campaign.json"
 META_FILE = "meta.json"
 METRICS_FILE = "metrics.json"
@@ -38,6 +41,37 @@ CAPTURE_FILES = {"client": "cap-client.pcap", "bneck-in": "cap-bneck-in.pcap", "
 UPSTREAM_CAPTURE_FILES = {"server": "cap-server.pcap", "bneck-up-in": "cap-bneck-up-in.pcap",
                           "bneck-up-out": "cap-bneck-up-out.pcap"}
 
+# Every key of a run's meta.json and what it holds: the one declaration of the record
+# (scenarios/runner.py writes it, a test checks that it writes nothing undeclared, the docs
+# list it). A workload may add keys of its own (`WorkloadResult.extra`), named in EXTRA_META.
+META_FIELDS = {
+    "format": "the result format (FORMAT)",
+    "status": "captured (traffic ran) or done (analysed)",
+    "run_id": "profile_size[_sweep]_variant_rNN",
+    "scenario": "the scenario's name", "scenario_hash": "hash of the scenario file as run",
+    "profile": "link profile", "size_bytes": "object size (None for unsized workloads)",
+    "variant": "variant name", "rep": "repetition (1-based)",
+    "variant_definition": "the variant's implementations and parameters per role",
+    "profile_params": "the profile as declared, with its derived figures",
+    "link": "what was applied: queues, delay backend, end-host defaults, emulator tuning",
+    "path": "base RTT (and per-pair RTTs) measured before the runs, with the host's flags then",
+    "workload": "workload name", "workload_params": "its parameters for this run",
+    "spec": "the workload's own description of the run (ports, hosts, roles)",
+    "app": "what the applications reported",
+    "captures": "capture files and their counters", "router_counters": "counters the variant's router parts kept",
+    "queue_drops": "drops of each bottleneck queue over the run",
+    "emulator": "the delay element's figures over the run (frames, drops, lateness)",
+    "host_check": "calibration and verdict, host monitor over the run, flags",
+    "timings": "setup, traffic, stop and analysis times (s)", "flows": "declared and observed flows",
+    "sweep": "{param: value} of a sweep point", "lane": "the lane's confinement (lanes only)",
+    "finished": "UTC time the run finished",
+    "git_rev": "startlab's revision", "kernel": "uname -r", "machine": "host name", "host": "fleet host name",
+    "cpus": "CPUs of the machine", "tools": "tool versions",
+    "analysis_error": "why the analysis failed (the captures are kept)",
+}
+EXTRA_META = {"link_use": "utilisation and drop rate of the bottleneck over the run",
+              "load_shaper": "the token bucket of a load generator"}
+
 # A run's status in meta.json: "captured" once the traffic ran, "done" once analysed.
 DONE, CAPTURED = "done", "captured"
 LEGACY_WORKLOAD = "competing"    # the only workload of format 1
@@ -53,31 +87,39 @@ def _format_of(doc: dict[str, Any], path: Path) -> int:
 
 
 def upgrade_campaign(doc: dict[str, Any], path: Path) -> dict[str, Any]:
-    """campaign.json in today's format."""
-    if _format_of(doc, path) == 1:
+    """campaign.json in today's format (format 3 changed nothing in it)."""
+    fmt = _format_of(doc, path)
+    if fmt < FORMAT:
         doc = dict(doc)
+    if fmt == 1:
         doc.setdefault("workload", LEGACY_WORKLOAD)
         doc.setdefault("workload_params", {})
         doc["sizes"] = [parse_size(s) for s in doc.get("sizes") or []]
-        doc["format"] = 2
+    if fmt < FORMAT:
+        doc["format"] = FORMAT
     return doc
 
 
 def upgrade_meta(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     """A run's meta.json in today's format."""
-    if _format_of(doc, path) == 1:
+    fmt = _format_of(doc, path)
+    if fmt < FORMAT:
         doc = dict(doc)
+    if fmt == 1:
         doc.setdefault("workload", LEGACY_WORKLOAD)
         doc.setdefault("flows", [])          # format 1 declared none: nothing to verify
         doc.setdefault("emulator", None)
-        doc["format"] = 2
+    if fmt <= 2:
+        doc.setdefault("host_check", {})     # not measured then: no flags, no figures
+    if fmt < FORMAT:
+        doc["format"] = FORMAT
     return doc
 
 
 def upgrade_metrics(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     """A run's metrics.json in today's format (format 1 held the competing workload's
-    metrics, whose shape format 2 keeps)."""
-    if _format_of(doc, path) == 1:
+    metrics, whose shape formats 2 and 3 keep)."""
+    if _format_of(doc, path) < FORMAT:
         doc = dict(doc)
-        doc["format"] = 2
+        doc["format"] = FORMAT
     return doc

@@ -50,6 +50,11 @@ def test_smoke_scenario_end_to_end_and_resume(tmp_path):
     assert len(run_dirs) == 2
     meta = json.loads((run_dirs[0] / "meta.json").read_text())
     assert meta["status"] == "done" and meta["scenario_hash"] and meta["kernel"]
+    # The run record holds only what results/schema.py declares (its one declaration).
+    from results import schema
+    undeclared = set(meta) - set(schema.META_FIELDS) - set(schema.EXTRA_META)
+    assert not undeclared, f"meta.json keys not declared in results/schema.py: {undeclared}"
+    assert meta["format"] == schema.FORMAT and "monitor" in meta["host_check"]
     assert meta["link"]["delay_backend"] in ("netem", "delayline")
     # The path's base RTT, pinged before the runs: the path check's host flags say whether
     # the host kept time meanwhile.

@@ -42,7 +42,7 @@ def test_reanalysis_of_a_format1_campaign_gives_the_same_summary(tmp_path, name)
     for old, new in zip(before, after):
         assert {k: new[k] for k in old} == old        # every column of the old summary, value for value
     meta = (root / next(p.name for p in root.iterdir() if (p / "metrics.json").exists()) / "meta.json").read_text()
-    assert '"format": 2' in meta                       # upgraded and written back in today's format
+    assert '"format": 3' in meta                       # upgraded and written back in today's format
     assert (root / "report.html").stat().st_size > 0
 
 

@@ -18,6 +18,7 @@ from analysis.summary import columns_of, write_summary
 from analysis.workloads.competing import ANALYSIS, FCT, LOSS
 from config.sizes import size_label
 from machine.errors import UserError
+from results import schema
 from results.campaign import RunRecord, load_campaign
 
 BASE_FCT = {70_000: 0.2, 2_000_000: 1.5}
@@ -109,8 +110,8 @@ def test_load_skips_interrupted_runs_and_other_directories(tmp_path):
     assert rec.rtt_s == 0.05 and rec.rate_bps == 25e6
     assert rec.meta["git_rev"] == "0123abc"
     # written in format 1, read as today's format
-    assert campaign["format"] == 2 and campaign["workload"] == "competing" and campaign["sizes"] == [70_000]
-    assert rec.meta["format"] == 2 and rec.meta["flows"] == []
+    assert campaign["format"] == schema.FORMAT == 3 and campaign["workload"] == "competing" and campaign["sizes"] == [70_000]
+    assert rec.meta["format"] == 3 and rec.meta["flows"] == [] and rec.meta["host_check"] == {}
 
 
 def test_load_rejects_a_directory_that_is_not_a_campaign(tmp_path):
