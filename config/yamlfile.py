@@ -48,15 +48,28 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 def load(path: Path) -> Any:
     """Parse a YAML file into LineDicts; syntax errors become a UserError with the line."""
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                        "save the file as UTF-8") from None
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
         raise UserError(f"{path}:{line}: YAML syntax: {exc.problem or exc}") from None
+    except yaml.reader.ReaderError as exc:          # a character YAML does not allow
+        line = text[:exc.position].count("\n") + 1
+        raise UserError(f"{path}:{line}: YAML: character {exc.character!r} is not allowed") from None
+    except yaml.YAMLError as exc:                  # any other, unmarked error: its first line
+        raise UserError(f"{path}: YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise UserError(f"{path}: YAML nested too deeply") from None
 
 
 class FieldError(UserError):

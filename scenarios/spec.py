@@ -234,6 +234,9 @@ def _check_variants(top: Fields, workload: Workload, params: dict, variants: dic
                 raise top.sub("workload").error(key, f"{params[key]}: {problem}")
 
 
+SCENARIO_FORMAT = 1            # the scenario file format this code reads
+
+
 def load_scenario(path: Path | str) -> Scenario:
     path = Path(path)
     if not path.exists() and not path.suffix:
@@ -245,11 +248,18 @@ def load_scenario(path: Path | str) -> Scenario:
         raise UserError(f"{path}: no such scenario file (shipped scenarios: {names})")
     data = yamlfile.load(path)
     top = Fields(path, data, "")
+    # The file's format first: a scenario written for another startlab fails on that, not
+    # on whatever field it happens to name differently.
+    if top.has("format") and top.data["format"] != SCENARIO_FORMAT:
+        raise top.error("format", f"format {top.data['format']!r} is not supported "
+                                  f"(this startlab reads {SCENARIO_FORMAT})")
     top.unknown({"format", "name", "description", "paper", "profiles", "sizes", "workload",
                  "variants", "baseline", "repetitions", "seed", "sweep", "shaper"})
     known_profiles = load_profiles()
     profiles = []
     for name in top.list("profiles"):
+        if not isinstance(name, str):
+            raise top.error("profiles", f"expected profile names, got {name!r}")
         if name not in known_profiles:
             raise top.error("profiles", f"unknown profile '{name}' (choices: {', '.join(known_profiles)})")
         profiles.append(known_profiles[name])

@@ -161,7 +161,7 @@ class Web(Workload):
     def check(self, params: dict) -> Optional[tuple[str, str]]:
         for field, known in (("model", surge.MODELS), ("mode", hp.MODES)):
             given = names(params[field])
-            if not given:
+            if not given or not all(isinstance(n, str) for n in given):
                 return field, f"expected a name or a list of names (one of: {', '.join(known)})"
             for name in given:
                 if name not in known:
