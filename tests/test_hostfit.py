@@ -155,3 +155,19 @@ def test_fidelity_on_an_unfit_host_names_the_host_property(tmp_path):
     if not result["ok"]:
         assert "host timer wake-ups" in result["explanation"], result["explanation"]
     print(result["explanation"] or "ok despite the hog", flags)
+
+
+@pytest.mark.root
+@pytest.mark.usefixtures("clean_machine")
+def test_doctor_reports_the_host_and_a_verdict_for_every_profile():
+    from topologies.profiles import load_profiles
+    res = run_py("doctor", "--json", timeout=120)
+    assert res.returncode in (0, 1), res.stderr[-1500:]
+    host = json.loads(res.stdout)["host"]
+    assert set(host["timer_wakeup_us"]) >= {"p50", "p99", "p999", "max"}
+    assert host["timer_wakeup_us"]["p50"] <= host["timer_wakeup_us"]["p99"] <= host["timer_wakeup_us"]["p999"]
+    assert host["steal_fraction"] is None or 0 <= host["steal_fraction"] <= 1
+    assert set(host["profiles"]) == set(load_profiles())
+    for name, v in host["profiles"].items():
+        assert isinstance(v["ok"], bool) and (v["ok"] or v["reason"]), (name, v)
+    assert host["tuning"]["spin_lead_us"] <= host["tuning"]["spin_max_us"]
