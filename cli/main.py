@@ -347,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", help="comma-separated object sizes, e.g. 70KB,2MB")
     p.add_argument("--variants", help="comma-separated subset of the scenario's variants")
     p.add_argument("--reps", type=int, help="repetitions per (profile, size, variant)")
-    p.add_argument("--out", help="campaign directory (default results/<scenario>/<timestamp>); "
+    p.add_argument("--out", help="campaign directory (default campaigns/<scenario>/<timestamp>); "
                                  "an existing one is resumed: finished runs are skipped")
     p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES)
     p.add_argument("--lanes", default="1", metavar="N|auto",

@@ -80,7 +80,7 @@ class Campaign:
         file = root / schema.CAMPAIGN_FILE
         if not file.is_file():
             raise UserError(f"{root} is not a campaign directory (no {schema.CAMPAIGN_FILE}); "
-                            "pass results/<scenario>/<campaign>")
+                            "pass campaigns/<scenario>/<campaign>")
         return cls(root, schema.upgrade_campaign(read_json(file), file))
 
     @classmethod

@@ -1,7 +1,7 @@
 """The nightly configuration: which scenarios run every night, narrowed how, and where.
 
     format: 1
-    root: results/nightly            # relative paths are taken from the repository
+    root: campaigns/nightly          # relative paths are taken from the repository
     scenarios:
       - scenario: smoke              # a shipped scenario's name, or a scenario file
         name: smoke                  # optional: its directory under root (default: its name)
@@ -28,6 +28,9 @@ from config.yamlfile import Fields
 from hosts.variants import Variant, parse_variant
 from machine.errors import UserError
 from scenarios.spec import SCENARIO_DIR, Scenario, apply_overrides, load_scenario
+
+DEFAULT_ROOT = "campaigns/nightly"
+OLD_DEFAULT_ROOT = "results/nightly"        # before format 3: refused with the move to make
 
 REPO = SCENARIO_DIR.parent
 DEFAULT_CONFIG = REPO / "config" / "nightly.yaml"
@@ -138,5 +141,9 @@ def load_nightly_config(path: Path | str | None = None, root: Path | str | None 
         if entry.name in seen:
             raise top.error("scenarios", f"scenarios[{i}]: '{entry.name}' runs twice; give one a different `name`")
         seen.add(entry.name)
-    chosen_root = Path(root).resolve() if root else _from_repo(top.text("root", "results/nightly"))
+    chosen_root = Path(root).resolve() if root else _from_repo(top.text("root", DEFAULT_ROOT))
+    moved = _from_repo(OLD_DEFAULT_ROOT)
+    if not root and chosen_root == _from_repo(DEFAULT_ROOT) and not chosen_root.exists() and moved.is_dir():
+        raise UserError(f"the nightly history moved from {OLD_DEFAULT_ROOT} to {DEFAULT_ROOT}: "
+                        f"mv {moved} {chosen_root} (or pass --root {moved})")
     return NightlyConfig(path=path, root=chosen_root, entries=entries)

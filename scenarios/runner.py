@@ -35,7 +35,9 @@ from topologies.network import Network
 
 log = logging.getLogger("startlab.runner")
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "results"
+# Campaigns go here by default (`results/` is the result-format code package; before
+# format 3 campaigns were written to results/<scenario>/…, which every command still reads).
+CAMPAIGNS = ROOT / "campaigns"
 MAX_CONSECUTIVE_FAILURES = 3
 
 
@@ -46,7 +48,7 @@ class RunFailed(RuntimeError):
 def open_campaign(sc: Scenario, out: Path | None) -> Campaign:
     """Create the campaign directory, or check that an existing one is the same campaign."""
     if out is None:
-        out = RESULTS / sc.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = CAMPAIGNS / sc.name / datetime.now().strftime("%Y%m%d-%H%M%S")
     record = {"format": schema.FORMAT, **sc.record(),
               "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     return Campaign.create_or_resume(Path(out), record)

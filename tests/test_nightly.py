@@ -283,3 +283,17 @@ def test_nightly_command_reports_a_scenario_that_could_not_run(tmp_path, monkeyp
 def test_nightly_needs_once(capsys):
     assert main(["nightly"]) == 2
     assert "--once" in capsys.readouterr().err
+
+
+def test_the_old_default_nightly_root_is_refused_with_the_move_to_make(tmp_path, monkeypatch):
+    """Before format 3 the default history lived in results/nightly (results/ is a code
+    package): with only the old one there, loading says where it moved and how."""
+    import scenarios.nightly_config as nc
+    monkeypatch.setattr(nc, "_from_repo", lambda p: tmp_path / p)
+    (tmp_path / "results" / "nightly" / "smoke").mkdir(parents=True)
+    cfg = write_config(tmp_path / "n.yaml", "format: 1\nscenarios:\n  - scenario: smoke\n")
+    with pytest.raises(UserError, match="moved from results/nightly to campaigns/nightly: mv .* \\(or pass --root"):
+        load_nightly_config(cfg)
+    assert load_nightly_config(cfg, tmp_path / "results" / "nightly").root == tmp_path / "results" / "nightly"
+    (tmp_path / "campaigns" / "nightly").mkdir(parents=True)
+    assert load_nightly_config(cfg).root == tmp_path / "campaigns" / "nightly"
