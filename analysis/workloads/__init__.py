@@ -4,18 +4,12 @@ declares the summary columns, comparisons, plots and report sections of its camp
 defines `ANALYSIS`, by the workload's name, without loading the emulation side."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import lru_cache
+
+from config.plugins import collect
 
 
 @lru_cache(maxsize=None)
 def registry() -> dict:
     """{name: WorkloadAnalysis} of every module of this package that defines ANALYSIS."""
-    found = {}
-    for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        analysis = getattr(module, "ANALYSIS", None)
-        if analysis is not None:
-            found[analysis.name] = analysis
-    return dict(sorted(found.items()))
+    return collect(__name__, "ANALYSIS")
