@@ -110,10 +110,11 @@ class HostWatch:
             self.monitor = None
         return self.timing
 
-    def flags(self, delay_stats: list | None = None) -> list[str]:
-        """The delay flags (timer wake-ups, the delay element's lateness) of the test."""
+    def flags(self, delay_stats: list | None = None, tail: bool = False) -> list[str]:
+        """The delay flags (timer wake-ups, the delay element's lateness) of the test; `tail`
+        for figures of a few frames' tail (hostfit.delay_flags)."""
         from topologies.hostfit import delay_flags
-        return delay_flags(self.stop(), delay_stats)
+        return delay_flags(self.stop(), delay_stats, tail)
 
 
 @pytest.fixture

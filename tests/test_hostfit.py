@@ -171,3 +171,10 @@ def test_doctor_reports_the_host_and_a_verdict_for_every_profile():
     for name, v in host["profiles"].items():
         assert isinstance(v["ok"], bool) and (v["ok"] or v["reason"]), (name, v)
     assert host["tuning"]["spin_lead_us"] <= host["tuning"]["spin_max_us"]
+
+
+def test_tail_figures_are_flagged_by_the_wakeups_p999():
+    spiky = timing([[40, 9980], [3000, 20]])               # p99 40 µs, p99.9 3 ms
+    assert hostfit.delay_flags(spiky, None) == []
+    assert "p99.9 3000 µs" in hostfit.delay_flags(spiky, None, tail=True)[0]
+    assert hostfit.delay_flags(QUIET, None, tail=True) == []

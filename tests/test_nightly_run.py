@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from timing import timing_check
+from timing import campaign_flags, timing_check, union
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 ENV = {**os.environ, "STARTLAB_NO_REEXEC": "1"}
@@ -68,7 +68,15 @@ def test_second_night_with_a_smaller_initial_window_regresses(tmp_path):
     second = nightly_once(config, root)
     if host_unfit_night(second, root, "second"):
         return
-    assert second.returncode == 1, second.stdout[-2000:] + second.stderr[-3000:]
+    assert second.returncode in (0, 1), second.stdout[-2000:] + second.stderr[-3000:]
+    # Seeing the regression is the nights' FCTs being what the emulator should make them:
+    # a host that was late during the runs (their flags) may hide three RTTs in its noise.
+    nights = [n for n in (root / "smoke").iterdir() if (n / "campaign.json").is_file()]
+    flags = union(run_flags for n in nights for run_flags in campaign_flags(n)[0].values())
+    timing_check("the second night's IW1 named as an FCT regression", flags, second.returncode == 1,
+                 second.stdout.strip().splitlines()[0] if second.stdout.strip() else "no output")
+    if second.returncode == 0:
+        return
     assert "regressed: smoke dsl-fast 200KB under-test: FCT" in second.stderr
 
     doc = json.loads((root / "regressions.json").read_text())

@@ -147,10 +147,15 @@ def verdict(profile: LinkProfile, host: HostTiming) -> ProfileVerdict:
     return ProfileVerdict(profile=profile.name, ok=not reasons, reason="; ".join(reasons), tbf_bucket_frames=buckets)
 
 
-def delay_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None) -> list[str]:
+def delay_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None, tail: bool = False) -> list[str]:
     """Why a run's delays and release times cannot be trusted: the host monitor's timer
-    wake-ups during the run, and the delay element's own lateness. Empty: fit."""
+    wake-ups during the run, and the delay element's own lateness. Empty: fit. `tail`: for
+    a figure of the tail of a few frames (a p99 of one flow among several), also when the
+    wake-ups' p99.9 exceeded the 1 ms tolerance."""
     flags = []
+    if tail and monitor is not None and (monitor.timer_wakeup_us.get("p999") or 0) > LATE_P99_US:
+        flags.append(f"host timer wake-ups p99.9 {monitor.timer_wakeup_us['p999']} µs during the run "
+                     f"(> {LATE_P99_US} µs: a tail of a few frames is the host's)")
     if monitor is not None:
         p99 = monitor.timer_wakeup_us.get("p99") or 0
         steal = monitor.steal_fraction or 0.0
