@@ -18,7 +18,6 @@ What the figures mean for a link profile (tuning and verdicts) is decided in
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -184,6 +183,8 @@ class HostMonitor:
         self.interval_us = interval_us
         self.proc: subprocess.Popen | None = None
         self.before: tuple[int, int] | None = None
+        self.generation = 0
+        self.timing: HostTiming | None = None    # the whole window, once stopped as a context
 
     def start(self) -> "HostMonitor":
         self.out.parent.mkdir(parents=True, exist_ok=True)
@@ -269,9 +270,6 @@ def interval(before: dict, after: dict) -> HostTiming:
            "samples": sum(n for _, n in hist), "seconds": after["raw"]["seconds"] - before["raw"]["seconds"]}
     return _timing(raw, steal_between(before["cpu"], after["cpu"]), loaded=False)
 
-
-def online_cpus() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 _current: HostTiming | None = None

@@ -18,7 +18,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from machine.host import HostTiming
-from topologies.profiles import TBF_MIN_BURST_PKTS, TBF_SLACK_S, LinkProfile
+from topologies.profiles import TBF_MIN_BURST_PKTS, LinkProfile
 
 # The delay element's lateness tolerance (fidelity: p99 ≤ 1 ms). A host qualifies when its
 # timer wake-ups stay within half of it at p99: the run's own load (softirqs, the traffic's
@@ -198,4 +198,4 @@ def run_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None,
 
 __all__ = ["EmulatorTuning", "FIXED", "tuning_for", "tbf_stall_s", "tbf_rate_loss", "verdict", "run_flags",
            "delay_flags", "rate_flags",
-           "ProfileVerdict", "LATE_P99_US", "TBF_SLACK_S"]
+           "ProfileVerdict", "LATE_P99_US"]
