@@ -165,7 +165,10 @@ def delay_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = Non
                          + (f", steal {100 * steal:.0f} %" if steal >= STEAL_NOTABLE else ""))
     late = max(((s.get("lateness_us") or {}).get("p99") or 0 for s in (delay_stats or [])), default=0)
     if late > LATE_P99_US:
-        cause = f": {monitor.describe()}" if monitor is not None else ""
+        punctual = monitor is not None and (monitor.timer_wakeup_us.get("p99") or 0) <= HOST_WAKEUP_P99_US
+        cause = ("" if monitor is None else
+                 f" while the host's own wake-ups were punctual ({monitor.describe()}): the delay line itself "
+                 "was late" if punctual else f": {monitor.describe()}")
         flags.append(f"delay lateness p99 {late / 1000:.2f} ms (> {LATE_P99_US / 1000:g} ms){cause}")
     return flags
 
