@@ -184,7 +184,6 @@ class HostMonitor:
         self.proc: subprocess.Popen | None = None
         self.before: tuple[int, int] | None = None
         self.generation = 0
-        self.timing: HostTiming | None = None    # the whole window, once stopped as a context
 
     def start(self) -> "HostMonitor":
         self.out.parent.mkdir(parents=True, exist_ok=True)
@@ -248,12 +247,6 @@ class HostMonitor:
             return None
         raw = json.loads(self.out.read_text())
         return _timing(raw, steal_between(self.before, after), loaded=False)
-
-    def __enter__(self) -> "HostMonitor":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.timing = self.stop()
 
 
 def interval(before: dict, after: dict) -> HostTiming:

@@ -99,11 +99,16 @@ def tbf_stall_s(host: HostTiming, profile: LinkProfile, direction: str, capped: 
     `capped` is False (the verdict asks what the host would need)."""
     frame_s = profile.frame_bytes * 8 / profile.rate_bps(direction)
     hist = host.histogram or []
-    frames = TBF_MIN_BURST_PKTS - 1
-    limit = tbf_bucket_cap_frames(profile, direction) - 1 if capped else 100_000
-    while tbf_rate_loss(hist, frame_s, frames * frame_s) > TBF_RATE_LOSS and frames < limit:
-        frames += 1
-    return frames * frame_s
+    low = TBF_MIN_BURST_PKTS - 1
+    high = tbf_bucket_cap_frames(profile, direction) - 1 if capped else 100_000
+    # The loss falls as the bucket grows: bisect for the smallest bucket that meets it.
+    while low < high:
+        mid = (low + high) // 2
+        if tbf_rate_loss(hist, frame_s, mid * frame_s) > TBF_RATE_LOSS:
+            low = mid + 1
+        else:
+            high = mid
+    return low * frame_s
 
 
 def tbf_bucket_frames(host: HostTiming | None, profile: LinkProfile, direction: str, capped: bool = True) -> int:
@@ -198,7 +203,3 @@ def run_flags(monitor: HostTiming | None, delay_stats: list[dict] | None = None,
     """Every reason a run's timing cannot be trusted (delays and rates); empty: fit."""
     return delay_flags(monitor, delay_stats) + rate_flags(monitor, tbf)
 
-
-__all__ = ["EmulatorTuning", "FIXED", "tuning_for", "tbf_stall_s", "tbf_rate_loss", "verdict", "run_flags",
-           "delay_flags", "rate_flags",
-           "ProfileVerdict", "LATE_P99_US"]
