@@ -40,9 +40,45 @@ def our_shells() -> list[tuple[int, str]]:
     return found
 
 
+def _links_of_netns(pid: int) -> list[str]:
+    out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "-o", "link", "show"],
+                         capture_output=True, text=True).stdout
+    return [line.split(": ")[1].split("@")[0] for line in out.splitlines() if len(line.split(": ")) > 1]
+
+
+def processes_in_our_netns() -> list[tuple[int, str, str]]:
+    """Processes (pid, comm, prefix) living in a network namespace whose interfaces carry our
+    names: a node's namespace, even after its shell is gone (a killed campaign's server,
+    say). Ownership by namespace, not by a program's name or arguments."""
+    try:
+        root_ns = os.readlink("/proc/self/ns/net")       # clean runs in the root namespace
+    except OSError:
+        return []
+    prefix_of_ns: dict[str, str | None] = {}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            ns = os.readlink(entry / "ns" / "net")
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if ns == root_ns:
+            continue
+        if ns not in prefix_of_ns:
+            ours = [n for n in _links_of_netns(int(entry.name)) if OUR_NAME.match(n)]
+            prefix_of_ns[ns] = ours[0][:5] if ours else None
+        if prefix_of_ns[ns]:
+            found.append((int(entry.name), comm, prefix_of_ns[ns]))
+    return found
+
+
 def clean(force: bool = False) -> list[str]:
     """Remove dead instances (all instances with force), then stray objects with our names."""
     removed: list[str] = []
+    # Before any link goes: a namespace is known as a node's by its interfaces' names.
+    strays = [(pid, comm, prefix, registry.process_start_time(pid)) for pid, comm, prefix in processes_in_our_netns()]
     for _ in range(5):   # removing a lanes' owner ends its workers, whose instances then are dead too
         live_prefixes = set()
         before = len(removed)
@@ -58,6 +94,11 @@ def clean(force: bool = False) -> list[str]:
             continue
         if registry.terminate(pid, registry.process_start_time(pid)):
             removed.append(f"process shell {name} ({pid})")
+    for pid, comm, prefix, start in strays:
+        if prefix in live_prefixes or registry.process_start_time(pid) != start:
+            continue
+        if registry.terminate(pid, start):
+            removed.append(f"process {comm} ({pid}) in a node's namespace")
     for name in root_links():
         if OUR_NAME.match(name) and name[:5] not in live_prefixes:
             if subprocess.run(["ip", "link", "del", name], capture_output=True).returncode == 0:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import shutil
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,6 +52,21 @@ def open_campaign(sc: Scenario, out: Path | None) -> Campaign:
     record = {"format": schema.FORMAT, **sc.record(),
               "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     return Campaign.create_or_resume(Path(out), record)
+
+
+SCRATCH_PREFIX = ".scratch-"
+
+
+def scratch_dir(campaign_dir: Path) -> Path:
+    """Files the applications serve, inside the campaign (so a killed campaign leaves nothing
+    elsewhere): one per running process, and those of dead processes removed."""
+    for old in campaign_dir.glob(f"{SCRATCH_PREFIX}*"):
+        pid = old.name[len(SCRATCH_PREFIX):]
+        if not pid.isdigit() or not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    scratch = campaign_dir / f"{SCRATCH_PREFIX}{os.getpid()}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return scratch
 
 
 def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratch: Path, path: dict,
@@ -190,7 +205,7 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
     progress = Progress(len(runs), len(runs) - len(todo))
     stats = {"runs": len(runs), "skipped": len(runs) - len(todo), "failed": [], "overhead_s": 0.0,
              "traffic_s": 0.0, "network_setup_s": 0.0, "network_teardown_s": 0.0}
-    scratch = Path(tempfile.mkdtemp(prefix="startlab-scratch-"))
+    scratch = scratch_dir(campaign.path)
     t_start = time.monotonic()
     profiles = {p.name: p for p in sc.profiles}
     failures_in_a_row = 0

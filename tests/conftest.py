@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from machine import cpuset, registry  # noqa: E402
-from machine.cleanup import OUR_NAME, our_shells, root_links  # noqa: E402
+from machine.cleanup import OUR_NAME, our_shells, processes_in_our_netns, root_links  # noqa: E402
 
 OUR_PROGRAMS = ("iperf3", "lighttpd", "tcpdump", "curl", "startlab-delayline")
 
@@ -21,6 +22,8 @@ OUR_PROGRAMS = ("iperf3", "lighttpd", "tcpdump", "curl", "startlab-delayline")
 def our_processes() -> list[str]:
     """Programs of the workloads still running with a startlab node's name space."""
     found = [f"shell {name} ({pid})" for pid, name in our_shells()]
+    found += [f"{comm} ({pid}) in node namespace {prefix}" for pid, comm, prefix in processes_in_our_netns()
+              if not any(f"({pid})" in f for f in found)]
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -66,6 +69,7 @@ def leftovers() -> dict[str, list[str]]:
         "registry": [p.name for p in registry.REGISTRY_DIR.glob(f"{registry.PREFIX}*.json")]
         if registry.REGISTRY_DIR.is_dir() else [],
         "cpusets": [str(p) for p in cpuset.lane_cpusets()],
+        "scratch": [str(p) for p in Path(tempfile.gettempdir()).glob("startlab-scratch-*")],
     }
 
 

@@ -105,7 +105,7 @@ def _leftovers(prefix: str) -> list[str]:
     left += [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
              if n.startswith(prefix)]
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
-    left += [p for p in ps if "startlab-delayline" in p and f"{prefix}c-eth0" in p]
+    left += [p for p in ps if "startlab-delayline" in p and f"{prefix}co-eth0" in p]
     left += [p for p in ps if f"mininet:{prefix}" in p]
     return left
 

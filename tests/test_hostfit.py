@@ -16,6 +16,8 @@ from machine.host import HostTiming, quantiles
 from topologies import hostfit
 from topologies.profiles import LinkProfile
 
+from timing import timing_check
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -85,6 +87,22 @@ def test_run_flags_split_delay_from_rate():
     assert hostfit.rate_flags(QUIET, tbf) == []
     assert "would lose" in hostfit.rate_flags(STALLS, tbf)[0]
     assert hostfit.run_flags(STALLS, late, tbf) == hostfit.delay_flags(STALLS, late) + hostfit.rate_flags(STALLS, tbf)
+
+
+def test_lateness_is_put_on_the_host_only_where_something_measured_it_late():
+    """Late frames on a punctual host, with the line's own wake-ups and spins punctual, are
+    the emulator's fault (tests fail on that flag); the line's own late wake-ups or a long
+    stall while it spun put them on the host, as the monitor's late wake-ups do."""
+    own_punctual = {"lateness_us": {"p99": 1500}, "wakeup_us": {"p99": 90}, "spin_stall_max_us": 40.0}
+    flag = hostfit.delay_flags(QUIET, [own_punctual])[0]
+    assert flag.endswith(hostfit.LINE_ITSELF_LATE) and "own timer wake-ups p99 90 µs" in flag
+    woke_late = dict(own_punctual, wakeup_us={"p99": 2100})
+    assert "host kept the line off its CPU" in hostfit.delay_flags(QUIET, [woke_late])[0]
+    stalled = dict(own_punctual, spin_stall_max_us=3200.0)
+    assert "stall while spinning 3.2 ms" in hostfit.delay_flags(QUIET, [stalled])[0]
+    assert hostfit.LINE_ITSELF_LATE not in hostfit.delay_flags(STALLS, [own_punctual])[-1]
+    with pytest.raises(AssertionError, match="emulator was late on a punctual host"):
+        timing_check("a release", [flag], True)
 
 
 # -- root: a host made unfit on purpose ---------------------------------------------------

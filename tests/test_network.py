@@ -116,6 +116,23 @@ def test_clean_removes_what_a_killed_run_left(tmp_path):
         shutil.rmtree(stale)
 
 
+@pytest.mark.root
+def test_a_process_in_a_node_namespace_is_found_without_its_registry_entry(clean_machine):
+    """A server whose campaign was killed before it could register or stop it (a fleet's killed
+    shard) is still found: by its network namespace, whose interfaces carry our names."""
+    from hosts.delayline.line_net import line_net
+    from machine.cleanup import processes_in_our_netns
+    with line_net() as ln:
+        stray = ln.core.popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            found = {pid: prefix for pid, _, prefix in processes_in_our_netns()}
+            assert found.get(stray.pid) == ln.instance.prefix, found
+            assert os.getpid() not in found
+        finally:
+            stray.kill()
+            stray.wait()
+
+
 def test_clean_leaves_foreign_objects_alone(tmp_path):
     """A link that merely looks similar, and someone else's process, survive `clean`."""
     subprocess.run(["ip", "link", "add", "stlx-other", "type", "dummy"], check=False)

@@ -16,13 +16,16 @@ import json
 from pathlib import Path
 from typing import Callable, Iterable
 
+from topologies.hostfit import LINE_ITSELF_LATE
+
 COUNTS = {"qualified": 0, "flagged": 0}
 
 
 def timing_check(what: str, flags: list[str], within_tolerance: bool, detail: str = "",
                  shown: Iterable[str] | Callable[[], Iterable[str]] | None = None) -> str:
     """Assert `within_tolerance` on a qualified host; on an unfit one, assert that every flag
-    is a reason (text) and, where the run has a record a user reads (`shown`, for example
+    is a reason (text) that puts the lateness on the host (a delay line late while the host
+    and the line's own wake-ups were punctual is the emulator's fault: it fails), and, where the run has a record a user reads (`shown`, for example
     analysis.flow_checks.emulator_flags(meta) or a fidelity result's explanation), that it is
     there. Returns the case that applied."""
     if not flags:
@@ -30,6 +33,8 @@ def timing_check(what: str, flags: list[str], within_tolerance: bool, detail: st
         print(f"[timing] {what}: host qualified during the test; tolerance asserted ({detail})")
         assert within_tolerance, f"{what}: out of tolerance on a host the monitor qualified: {detail}"
         return "qualified"
+    own = [f for f in flags if LINE_ITSELF_LATE in f]
+    assert not own, f"{what}: the emulator was late on a punctual host (not an unfit host): {own}"
     COUNTS["flagged"] += 1
     print(f"[timing] {what}: host unfit during the test ({'; '.join(flags)}); flag asserted ({detail})")
     assert all(isinstance(f, str) and len(f) > 10 for f in flags), flags

@@ -477,7 +477,8 @@ class DelayLine(DelayBackend):
 def summarize(raw: dict, cpu_s: float | None) -> dict:
     """The delay line's stats file as the backend-neutral dict stop() returns.
 
-    Combined lateness is the worse of the two directions (p50, p99, max each).
+    Combined lateness is the worse of the two directions (p50, p99, max each), and so are
+    the line's own wake-up and spin figures.
     """
     dirs = {k: raw[k] for k in ("a_to_b", "b_to_a")}
 
@@ -486,7 +487,18 @@ def summarize(raw: dict, cpu_s: float | None) -> dict:
         return max(vals) if vals else None
     return {"backend": DelayLine.name, "drops": raw["drops"], "reorders": raw["reorders"],
             "lateness_us": {k: worst(k) for k in ("p50", "p99", "max")},
-            "cpu_s": cpu_s, **dirs}
+            **own_timing(dirs), "cpu_s": cpu_s, **dirs}
+
+
+def own_timing(dirs: dict) -> dict:
+    """The line's own timer wake-ups and spin stalls, the worse direction's (whole life so
+    far: the line keeps no interval of them): whether its late frames were the host's
+    (topologies/hostfit.lateness_cause). Empty for a backend that measures neither."""
+    if not any("wakeup_us" in d for d in dirs.values()):
+        return {}
+    return {"wakeup_us": {k: max((d.get("wakeup_us") or {}).get(k) or 0 for d in dirs.values())
+                          for k in ("p99", "max")},
+            "spin_stall_max_us": max(d.get("spin_stall_max_us") or 0 for d in dirs.values())}
 
 
 def read_stats(path: Path) -> dict | None:
@@ -602,7 +614,7 @@ def interval_figures(before: dict, after: dict) -> dict:
            "lateness_us": histogram_figures(merged),
            "late_over_1ms": None if merged is None else
            sum(n for us, n in merged.items() if us >= LATE_THRESHOLD_US),
-           **dirs}
+           **own_timing({name: after[name] for name in DIRECTIONS}), **dirs}
     if "core" in after:
         out["core"] = after["core"]
     return out

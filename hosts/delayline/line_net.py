@@ -23,11 +23,16 @@ H1_IP, H2_IP = "10.77.0.1", "10.77.0.2"
 PROBE = Path(__file__).resolve().with_name("udp_probe.py")
 
 
+# Node names in startlab's scheme (machine/cleanup.OUR_NAME), so `clean` and the leftover
+# checks know them: h1 a client, the core, h2 a server.
+H1, CORE, H2 = "cl1", "co", "sv1"
+
+
 class LineTopo(Topo):
     def build(self, prefix: str) -> None:  # type: ignore[override]
-        h1 = self.addHost(f"{prefix}h1", ip=None)
-        core = self.addHost(f"{prefix}c", ip=None)
-        h2 = self.addHost(f"{prefix}h2", ip=None)
+        h1 = self.addHost(f"{prefix}{H1}", ip=None)
+        core = self.addHost(f"{prefix}{CORE}", ip=None)
+        h2 = self.addHost(f"{prefix}{H2}", ip=None)
         self.addLink(h1, core)
         self.addLink(core, h2)
 
@@ -38,8 +43,8 @@ class LineNet:
     def __init__(self, net: Mininet, instance: Instance, offload: bool) -> None:
         p = instance.prefix
         self.net, self.instance = net, instance
-        self.h1, self.core, self.h2 = net.get(f"{p}h1"), net.get(f"{p}c"), net.get(f"{p}h2")
-        self.core_a, self.core_b = f"{p}c-eth0", f"{p}c-eth1"
+        self.h1, self.core, self.h2 = net.get(f"{p}{H1}"), net.get(f"{p}{CORE}"), net.get(f"{p}{H2}")
+        self.core_a, self.core_b = f"{p}{CORE}-eth0", f"{p}{CORE}-eth1"
         off = "on" if offload else "off"
         for node in (self.h1, self.core, self.h2):
             check_cmd(node, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
@@ -48,23 +53,23 @@ class LineNet:
                     check_cmd(node, f"ip addr flush dev {intf}")
                     check_cmd(node, f"ethtool -K {intf} tso {off} gso {off} gro {off} >/dev/null")
                     check_cmd(node, f"ip link set {intf} up")
-        check_cmd(self.h1, f"ip addr add {H1_IP}/24 dev {p}h1-eth0")
-        check_cmd(self.h2, f"ip addr add {H2_IP}/24 dev {p}h2-eth0")
+        check_cmd(self.h1, f"ip addr add {H1_IP}/24 dev {p}{H1}-eth0")
+        check_cmd(self.h2, f"ip addr add {H2_IP}/24 dev {p}{H2}-eth0")
         # Static neighbours: no ARP exchange through the delay element.
-        check_cmd(self.h1, f"ip neigh replace {H2_IP} lladdr {self.h2.intf(f'{p}h2-eth0').MAC()} "
-                           f"dev {p}h1-eth0 nud permanent")
-        check_cmd(self.h2, f"ip neigh replace {H1_IP} lladdr {self.h1.intf(f'{p}h1-eth0').MAC()} "
-                           f"dev {p}h2-eth0 nud permanent")
+        check_cmd(self.h1, f"ip neigh replace {H2_IP} lladdr {self.h2.intf(f'{p}{H2}-eth0').MAC()} "
+                           f"dev {p}{H1}-eth0 nud permanent")
+        check_cmd(self.h2, f"ip neigh replace {H1_IP} lladdr {self.h1.intf(f'{p}{H1}-eth0').MAC()} "
+                           f"dev {p}{H2}-eth0 nud permanent")
 
     def add_pair(self, h1_ip: str, h2_ip: str) -> None:
         """One more address on h1 and on h2 (same /24), so several IPv4 pairs cross the core."""
         p = self.instance.prefix
-        check_cmd(self.h1, f"ip addr add {h1_ip}/24 dev {p}h1-eth0")
-        check_cmd(self.h2, f"ip addr add {h2_ip}/24 dev {p}h2-eth0")
-        check_cmd(self.h1, f"ip neigh replace {h2_ip} lladdr {self.h2.intf(f'{p}h2-eth0').MAC()} "
-                           f"dev {p}h1-eth0 nud permanent")
-        check_cmd(self.h2, f"ip neigh replace {h1_ip} lladdr {self.h1.intf(f'{p}h1-eth0').MAC()} "
-                           f"dev {p}h2-eth0 nud permanent")
+        check_cmd(self.h1, f"ip addr add {h1_ip}/24 dev {p}{H1}-eth0")
+        check_cmd(self.h2, f"ip addr add {h2_ip}/24 dev {p}{H2}-eth0")
+        check_cmd(self.h1, f"ip neigh replace {h2_ip} lladdr {self.h2.intf(f'{p}{H2}-eth0').MAC()} "
+                           f"dev {p}{H1}-eth0 nud permanent")
+        check_cmd(self.h2, f"ip neigh replace {h1_ip} lladdr {self.h1.intf(f'{p}{H1}-eth0').MAC()} "
+                           f"dev {p}{H2}-eth0 nud permanent")
 
     def start_probe(self, count: int, burst: int, gap_us: float, port: int = 5601, *,
                     payload: int | None = None, tos: int = 0, src: str | None = None,
@@ -89,7 +94,7 @@ class LineNet:
 
     def start_rx_rate(self, start_s: float, end_s: float) -> subprocess.Popen:
         """Sample h2's rx byte counter from start_s to end_s from now; JSON on its stdout."""
-        return self.h2.popen([sys.executable, str(PROBE), "rxrate", f"{self.instance.prefix}h2-eth0",
+        return self.h2.popen([sys.executable, str(PROBE), "rxrate", f"{self.instance.prefix}{H2}-eth0",
                               str(start_s), str(end_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

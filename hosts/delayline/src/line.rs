@@ -334,7 +334,14 @@ impl Direction {
             match schedule::plan_wait(&self.tuning, now, next, following, now + RX_INTERVAL_NS, read == 0) {
                 Wait::Now => {}
                 Wait::Spin(t) => {
-                    while mono() < t {
+                    let mut last = now;
+                    loop {
+                        let at = mono();
+                        st.spin_stall_max_ns = st.spin_stall_max_ns.max(at - last);
+                        if at >= t {
+                            break;
+                        }
+                        last = at;
                         std::hint::spin_loop();
                     }
                 }
@@ -344,6 +351,12 @@ impl Direction {
                         poll(&[timer.fd, stop_fd, wake_fd, rx_fd], -1);
                     } else {
                         poll(&[timer.fd, stop_fd, wake_fd], -1);
+                    }
+                    // Past the timer's time, whatever woke the thread: this is how late the
+                    // host let it run (an earlier wake-up, by a frame, says nothing).
+                    let woke = mono();
+                    if woke >= t && t > now {
+                        st.wakeups.record(woke - t);
                     }
                     timer.clear();
                 }

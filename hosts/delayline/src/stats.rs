@@ -142,6 +142,13 @@ pub struct DirStats {
     /// Largest amount by which a frame's release time was earlier than its predecessor's.
     pub reorder_max_ns: i64,
     pub lateness: Lateness,
+    /// How late the thread's own timer woke it (the wait before a release): the host's
+    /// timer slack on the CPU the line ran on. Frames later than this were held up by the
+    /// line's own work or by being preempted while it ran.
+    pub wakeups: Lateness,
+    /// Longest gap seen between two clock reads while spinning toward a release: the
+    /// thread was off its CPU (interrupts, softirqs, steal) for that long.
+    pub spin_stall_max_ns: i64,
     /// The bottleneck's counters, when the direction has one.
     pub queue: Option<QueueStats>,
 }
@@ -162,6 +169,8 @@ impl DirStats {
             reorders_seen: 0,
             reorder_max_ns: 0,
             lateness: Lateness::new(),
+            wakeups: Lateness::new(),
+            spin_stall_max_ns: 0,
             queue: None,
         }
     }
@@ -183,7 +192,8 @@ impl DirStats {
             "{{\"rx_frames\": {}, \"rx_bytes\": {}, \"tx_frames\": {}, \"tx_bytes\": {}, \
              \"ring_overflows\": {}, \"send_errors\": {}, \"rx_errors\": {}, \"socket_drops\": {}, \
              \"link_tx_drops\": {}, \"reorders_seen\": {}, \"reorder_max_us\": {:.3}, \"lateness_us\": {{\"p50\": {}, \"p99\": {}, \
-             \"max\": {:.1}, \"histogram\": [{}]}}, \"lateness_fine_us\": {}, \"queue\": {}}}",
+             \"max\": {:.1}, \"histogram\": [{}]}}, \"lateness_fine_us\": {}, \"wakeup_us\": {{\"count\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {:.1}}}, \
+             \"spin_stall_max_us\": {:.1}, \"queue\": {}}}",
             self.rx_frames,
             self.rx_bytes,
             self.tx_frames,
@@ -200,6 +210,12 @@ impl DirStats {
             self.lateness.max_us(),
             hist,
             self.lateness.fine_json(),
+            self.wakeups.count(),
+            opt(self.wakeups.quantile_us(0.5)),
+            opt(self.wakeups.quantile_us(0.99)),
+            opt(self.wakeups.quantile_us(0.999)),
+            self.wakeups.max_us(),
+            self.spin_stall_max_ns as f64 / 1_000.0,
             self.queue.as_ref().map_or("null".to_string(), |q| q.json())
         )
     }
