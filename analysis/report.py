@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from analysis import flow_checks
+from analysis import flow_checks, stats
 from analysis.plots import variant_colours
 from analysis.runs import workload_analysis
 from analysis.summary import ordered_variants, split_rows, write_split_summary, write_summary
@@ -139,6 +139,14 @@ def cell_label(row: Row) -> str:
     return f"{row['profile']}, {row['sweep_param']} {row['sweep_value']:g}"
 
 
+def interval_text(low: Optional[float], high: Optional[float], runs: int, fmt) -> str:
+    """A level's interval for a table: none below stats.MIN_CI_RUNS runs (said so), else
+    `fmt(low) – fmt(high)`."""
+    if runs < stats.MIN_CI_RUNS:
+        return f"n < {stats.MIN_CI_RUNS}"
+    return "" if low is None else f"{fmt(low)} – {fmt(high)}"
+
+
 def size_text(size: Optional[int]) -> str:
     return "–" if size is None else size_label(size)
 
@@ -232,6 +240,7 @@ def _metadata(campaign: dict[str, Any], records: list[RunRecord], root: Path) ->
         ("repetitions", str(campaign.get("reps", "?"))),
         ("finished runs", f"{len(records)} of {expected}" if expected else str(len(records))),
         ("runs the emulator flagged", f"{flagged} of {len(records)}"),
+        ("intervals", f"levels: {stats.CI_METHOD}; differences: 95 % Welch t interval"),
         ("host check", _host_check(root)),
         ("seed", str(campaign.get("seed", "?"))),
         ("git revision", distinct("git_rev")),

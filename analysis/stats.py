@@ -5,6 +5,8 @@ the means with its 95 % Welch confidence interval (significant when the interval
 excludes 0; paired by repetition where every variant replays the same traffic), the ratio of the means (the paper's "x1.3"), whether an FCT change stays
 within one RTT, and a one-way ANOVA across all variants as the paper's second test.
 
+A level's interval (mean_ci) is a bootstrap that respects the level's support; see CI_METHOD.
+
 Small samples are normal here (a quick campaign may have one repetition), so every
 function returns None where a figure is undefined instead of raising or returning NaN,
 and zero-variance samples (identical runs) give degenerate but finite intervals.
@@ -32,8 +34,32 @@ def median(values: Sequence[float]) -> float:
     return float(np.median(_array(values)))
 
 
+# A level's interval (an FCT, a goodput, a drop rate: never negative) is a percentile
+# bootstrap of the mean, which stays inside the sample's range, so no bound falls below
+# zero; below MIN_CI_RUNS runs none is given, since two runs say nothing about the spread.
+# Differences keep their Welch t intervals (a difference may be negative).
+MIN_CI_RUNS = 3
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 1              # fixed: the same runs always give the same interval
+CI_METHOD = (f"{LEVEL:.0%} percentile bootstrap interval of the mean ({BOOTSTRAP_RESAMPLES:,} resamples); "
+             f"none below {MIN_CI_RUNS} runs")
+
+
 def mean_ci(values: Sequence[float], level: float = LEVEL) -> Optional[tuple[float, float]]:
-    """Student-t confidence interval of the mean; None for fewer than two values."""
+    """Interval of the mean of a level (CI_METHOD); None for fewer than MIN_CI_RUNS values."""
+    x = _array(values)
+    if x.size < MIN_CI_RUNS:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    means = x[rng.integers(0, x.size, size=(BOOTSTRAP_RESAMPLES, x.size))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def t_interval(values: Sequence[float], level: float = LEVEL) -> Optional[tuple[float, float]]:
+    """Student-t interval of the mean, for differences (which may be negative); None for
+    fewer than two values."""
     x = _array(values)
     if x.size < 2:
         return None
@@ -87,7 +113,7 @@ def paired_difference(variant: Mapping[int, float], baseline: Mapping[int, float
     if not reps:
         return None
     d = [variant[k] - baseline[k] for k in reps]
-    return Difference(mean(d), mean_ci(d, level))
+    return Difference(mean(d), t_interval(d, level))
 
 
 def anova_p(groups: Sequence[Sequence[float]]) -> Optional[float]:

@@ -3,7 +3,7 @@
 Generic over workloads: the runs are grouped into cells (profile, size, sweep value,
 variant) in campaign order, and the workload's analysis describes each cell and compares
 it with the baseline at the same profile, size and sweep value. The first eleven CSV
-columns are the stable interface other tools and acceptance checks read (DESIGN.md);
+columns are the stable interface other tools and acceptance checks read (docs/design.md);
 a workload without some of them leaves them empty.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from results.campaign import RunRecord
 from results.schema import SUMMARY_CSV, SUMMARY_JSON
 from results.store import write_atomically
 
-SUMMARY_FORMAT = 2
+SUMMARY_FORMAT = 3              # 3: levels' intervals are bootstraps (analysis.stats.CI_METHOD)
 KEY_COLUMNS = ["profile", "size_bytes", "variant", "runs"]
 STABLE_COLUMNS = KEY_COLUMNS + ["fct_mean_s", "fct_median_s", "fct_ci_low_s", "fct_ci_high_s",
                                 "loss_mean_pkts", "retx_mean_pkts", "fairness_median"]

@@ -29,11 +29,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hosts.delayline.line_net import H2_IP, line_net          # noqa: E402
+from hosts.delayline.line_net import H1, H2_IP, line_net      # noqa: E402
 from topologies import delay                                   # noqa: E402
 from topologies.shell import check_cmd                         # noqa: E402
 
-TBF_BURST_MTUS = 10          # smallest burst shaping exactly on this kernel (DESIGN.md)
+# The sender's own rate limit in this benchmark, not an emulated bottleneck: a bucket large
+# enough that tbf's late wake-ups never limit what the delay line is measured with.
+TBF_BURST_MTUS = 10
 
 
 def ping_rtts_ms(ln, count: int) -> list[float]:
@@ -69,7 +71,7 @@ def one_case(delay_s: float, rate_bps: float | None, seconds: float) -> dict:
         if rate_bps:
             burst = TBF_BURST_MTUS * 1514
             limit = int(1.5 * rate_bps / 8 * 2 * delay_s) + burst
-            check_cmd(ln.h1, f"tc qdisc replace dev {p}h1-eth0 root tbf rate {int(rate_bps)}bit "
+            check_cmd(ln.h1, f"tc qdisc replace dev {p}{H1}-eth0 root tbf rate {int(rate_bps)}bit "
                              f"burst {burst} limit {limit}")
         element = delay.DelayLine()
         element.start(ln.core, ln.core_a, ln.core_b, delay_s, delay_s, rate_bps, rate_bps,

@@ -137,6 +137,18 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_docs(args) -> int:
+    from cli import docs
+    if args.check:
+        stale = docs.stale()
+        for path in stale:
+            print(f"{path.relative_to(docs.ROOT)}: out of date (run: ./run.py docs)", file=sys.stderr)
+        return 1 if stale else 0
+    for path in docs.write():
+        print(f"wrote {path.relative_to(docs.ROOT)}")
+    return 0
+
+
 def cmd_clean(args) -> int:
     from machine.cleanup import clean
     removed = clean(force=args.force)
@@ -404,6 +416,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES)
     p.add_argument("--json", action="store_true", help="print regressions.json")
     p.set_defaults(func=cmd_nightly)
+
+    p = sub.add_parser("docs", help="regenerate the reference pages in docs/reference from the code")
+    p.add_argument("--check", action="store_true", help="only say which pages are out of date (exit 1 if any)")
+    p.set_defaults(func=cmd_docs)
 
     p = sub.add_parser("clean", help="remove what startlab created (and nothing else)")
     p.add_argument("--force", action="store_true",

@@ -194,7 +194,7 @@ def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 2
             workdir: Path | None = None, built: LinkProfile | None = None, tcp: bool = True,
             shaper: Shaper | None = None, tuning: EmulatorTuning | None = None,
             monitor_hog: tuple[int, int] | None = None) -> dict:
-    """Run the fidelity check; returns the figures DESIGN.md names (and more).
+    """Run the fidelity check; returns the figures docs/design.md names (and more).
 
     `built`: the profile actually emulated when it differs from the one judged against
     (a test builds a path 5 % off and sees the check fail). Application logs and the delay

@@ -235,6 +235,24 @@ def _check_variants(top: Fields, workload: Workload, params: dict, variants: dic
 
 
 SCENARIO_FORMAT = 1            # the scenario file format this code reads
+# Every top-level field of a scenario file and what it means: the parser accepts exactly
+# these, and the reference page (docs/reference/scenario.md) lists them.
+SCENARIO_FIELDS = {
+    "format": f"the scenario file format (this startlab reads {SCENARIO_FORMAT}); optional",
+    "name": "the campaign's name; default: the file's name",
+    "description": "one line on what the campaign compares",
+    "paper": "the paper (and figure or table) the campaign reproduces",
+    "profiles": "link profiles to run on (docs/reference/profiles.md)",
+    "sizes": "object sizes, e.g. [70KB, 2MB], for a sized workload",
+    "workload": "`kind:` a workload (docs/reference/workloads.md) and its parameters",
+    "variants": "variant names from the catalogue (docs/reference/variants.md), or definitions of "
+                "the scenario's own (a list item with `name`, `summary` and `server`/`client`/`router` roles)",
+    "baseline": "the variant others are compared with; default: the first",
+    "repetitions": "runs per cell (1 … 10000); default 1",
+    "seed": "seed of the run order and of the workloads' randomness; default 1",
+    "sweep": "`param:` a numeric workload parameter and its `values:` (one cell per value)",
+    "shaper": "`kind:` how the bottleneck queues (below); default tbf",
+}
 
 
 def load_scenario(path: Path | str) -> Scenario:
@@ -253,8 +271,7 @@ def load_scenario(path: Path | str) -> Scenario:
     if top.has("format") and top.data["format"] != SCENARIO_FORMAT:
         raise top.error("format", f"format {top.data['format']!r} is not supported "
                                   f"(this startlab reads {SCENARIO_FORMAT})")
-    top.unknown({"format", "name", "description", "paper", "profiles", "sizes", "workload",
-                 "variants", "baseline", "repetitions", "seed", "sweep", "shaper"})
+    top.unknown(set(SCENARIO_FIELDS))
     known_profiles = load_profiles()
     profiles = []
     for name in top.list("profiles"):

@@ -23,17 +23,28 @@ def test_empty_sample_is_an_error():
         stats.mean([])
 
 
-def test_mean_ci_by_hand():
-    # sd = sqrt(5/3), se = sd / 2, half width = t(0.975, 3) * se
-    half = T975_DF3 * math.sqrt(5 / 3) / 2
+def test_level_interval_is_a_bootstrap_of_the_mean_inside_the_support():
+    # A skewed sample whose t interval reaches below zero: the bootstrap's cannot.
+    skewed = [0.1, 0.1, 5.0]
+    t_low = 1.7333 - T975_DF2 * float(np.std(skewed, ddof=1)) / math.sqrt(3)
+    assert t_low < 0
+    low, high = stats.mean_ci(skewed)
+    assert 0.1 <= low <= stats.mean(skewed) <= high <= 5.0
+    # By hand: the bootstrap means of [1, 2, 3, 4] lie in [1, 4] around 2.5, and the same
+    # runs always give the same interval (a fixed seed).
     low, high = stats.mean_ci([1, 2, 3, 4])
-    assert low == pytest.approx(2.5 - half, abs=1e-12)
-    assert high == pytest.approx(2.5 + half, abs=1e-12)
-    assert (low, high) == pytest.approx(sps.t.interval(0.95, 3, loc=2.5, scale=sps.sem([1, 2, 3, 4])))
+    assert 1.0 <= low < 2.5 < high <= 4.0
+    assert stats.mean_ci([1, 2, 3, 4]) == (low, high)
+    # A normal sample: close to the t interval of the mean (bootstrap is a bit narrower).
+    rng = np.random.default_rng(7)
+    x = rng.normal(10.0, 1.0, 40)
+    t = sps.t.interval(0.95, x.size - 1, loc=x.mean(), scale=sps.sem(x))
+    assert stats.mean_ci(x) == pytest.approx(t, abs=0.15)
 
 
 def test_mean_ci_small_and_constant_samples():
     assert stats.mean_ci([7.0]) is None
+    assert stats.mean_ci([7.0, 9.0]) is None          # two runs: no interval (not meaningful)
     assert stats.mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
 
 

@@ -149,11 +149,11 @@ class ArrivalsAnalysis(WorkloadAnalysis):
         return {**compare_metric(DURATION, runs, base), **compare_metric(DROPS, runs, base)}
 
     def display(self, row: Row) -> list[str]:
-        from analysis.report import cell_label, change_text
+        from analysis.report import cell_label, change_text, interval_text
 
         def s(x: Optional[float], fmt: str) -> str:
             return "–" if x is None else format(x, fmt)
-        ci = "" if row["duration_ci_low_s"] is None else f"{row['duration_ci_low_s']:.2f} – {row['duration_ci_high_s']:.2f}"
+        ci = interval_text(row["duration_ci_low_s"], row["duration_ci_high_s"], row["runs"], lambda v: f"{v:.2f}")
         return [cell_label(row), row["variant"], str(row["runs"]), s(row.get("sweep_value"), "g") + " s",
                 f"{row['duration_mean_s']:.2f} s", ci,
                 f"{s(row['duration_down_mean_s'], '.2f')} / {s(row['duration_up_mean_s'], '.2f')} s",

@@ -101,8 +101,8 @@ class BulkAnalysis(WorkloadAnalysis):
         return {**compare_metric(JAIN, runs, base), **compare_metric(GOODPUT, runs, base)}
 
     def display(self, row: Row) -> list[str]:
-        from analysis.report import cell_label, change_text
-        ci = "" if row["jain_ci_low"] is None else f"{row['jain_ci_low']:.3f} – {row['jain_ci_high']:.3f}"
+        from analysis.report import cell_label, change_text, interval_text
+        ci = interval_text(row["jain_ci_low"], row["jain_ci_high"], row["runs"], lambda v: f"{v:.3f}")
         return [cell_label(row), row["variant"], str(row["runs"]), str(row["flows"]), f"{row['jain_mean']:.3f}", ci,
                 f"{row['goodput_mean_mbps']:.2f} Mbit/s", f"{row['goodput_min_mean_mbps']:.2f} Mbit/s",
                 f"{row['link_share_mean']:.1%}", f"{row['loss_mean_pkts']:.1f}", change_text(row, JAIN)]

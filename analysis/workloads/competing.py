@@ -284,9 +284,8 @@ class CompetingAnalysis(WorkloadAnalysis):
         }
 
     def display(self, row: Row) -> list[str]:
-        from analysis.report import cell_label, change_text, format_packets, format_seconds
-        ci = ("" if row["fct_ci_low_s"] is None
-              else f"{format_seconds(row['fct_ci_low_s'])} – {format_seconds(row['fct_ci_high_s'])}")
+        from analysis.report import cell_label, change_text, format_packets, format_seconds, interval_text
+        ci = interval_text(row["fct_ci_low_s"], row["fct_ci_high_s"], row["runs"], format_seconds)
         return [
             cell_label(row), size_label(row["size_bytes"]), row["variant"], str(row["runs"]),
             format_seconds(row["fct_mean_s"]), ci, format_seconds(row["fct_median_s"]),
