@@ -7,7 +7,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 RELEASE = REPO / "target" / "release"
 BPF_OBJECTS = REPO / "target" / "bpf"
-BUILD_HINT = "build it with: cargo build --release --locked (provisioning, sudo ./startlab, does it for you)"
+BUILD_HINT = ("build it with: sudo ./playbooks/bootstrap.sh (provisions everything; the demo's "
+              "provisioning, --stage core, leaves out the QUIC endpoints)")
 
 
 def built(name: str) -> Path | None:

@@ -13,8 +13,21 @@ inputs_hash() {
        -type f 2>/dev/null | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-64
 }
 
+# --stage core: what the demo needs (no QUIC endpoints, web tools or test tools); full
+# (the default): everything. A full provisioning also satisfies core. --force: even if done.
+stage=full force=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage=$2; shift 2 ;;
+    --force) force=1; shift ;;
+    *) echo "bootstrap.sh: unknown argument $1 (use --stage core|full, --force)" >&2; exit 2 ;;
+  esac
+done
+case "$stage" in core|full) ;; *) echo "bootstrap.sh: --stage is core or full, not $stage" >&2; exit 2 ;; esac
+
 want=$(inputs_hash)
-if [ "${1:-}" != "--force" ] && [ -f .provisioned ] && [ "$(cat .provisioned)" = "$want" ] \
+done_for() { [ -f ".provisioned-$1" ] && [ "$(cat ".provisioned-$1")" = "$want" ]; }
+if [ -z "$force" ] && { done_for full || { [ "$stage" = core ] && done_for core; }; } \
    && [ -x .venv/bin/python ] && [ -f .cargo-path ]; then
   exit 0
 fi
@@ -22,7 +35,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "startlab: provisioning needs root (run it with sudo)" >&2
   exit 1
 fi
-echo "startlab: provisioning this machine (playbooks/site.yml) ..." >&2
+echo "startlab: provisioning this machine (playbooks/site.yml, stage $stage) ..." >&2
 if ! command -v ansible-playbook >/dev/null; then
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
@@ -30,11 +43,11 @@ if ! command -v ansible-playbook >/dev/null; then
 fi
 log=$(mktemp /tmp/startlab-provision.XXXXXX.log)
 if ! ANSIBLE_NOCOLOR=1 ANSIBLE_STDOUT_CALLBACK=default ansible-playbook -i localhost, -c local \
-     playbooks/site.yml >"$log" 2>&1; then
+     -e startlab_stage="$stage" playbooks/site.yml >"$log" 2>&1; then
   tail -n 40 "$log" >&2
   echo "startlab: provisioning failed; full log in $log" >&2
   exit 1
 fi
 rm -f "$log"
-echo "$want" > .provisioned
+echo "$want" > ".provisioned-$stage"
 echo "startlab: provisioned" >&2
