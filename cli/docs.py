@@ -67,12 +67,12 @@ def workloads_page() -> str:
 
 def scenario_page() -> str:
     from scenarios.spec import SCENARIO_FIELDS, SCENARIO_FORMAT
-    from topologies.shapers import SHAPERS
+    from topologies.shapers import registry as shaper_registry
     out = [f"# Scenario files\n\nDeclarative YAML (format {SCENARIO_FORMAT}); the shipped ones are in "
            "`scenarios/`. A bad field is reported as `file:line: field: reason` (exit 2).\n",
            _table(["field", "meaning"], [[f"`{k}`", v] for k, v in SCENARIO_FIELDS.items()]),
            "## Shapers (`shaper:`)\n"]
-    for name, s in SHAPERS.items():
+    for name, s in shaper_registry().items():
         forms = ", ".join(f"`{f}`" for f in s.cli_forms())
         out.append(f"### `{name}`\n\n{_doc(s)}\n\nOn the command line (`fidelity --shaper`): {forms}. "
                    f"In a scenario: {_doc(s.from_fields)}\n")

@@ -23,7 +23,9 @@ from hosts.variants import VARIANTS, Variant, parse_variant
 from hosts.workloads.base import HostNeeds, Workload
 from machine.errors import UserError
 from topologies.profiles import LinkProfile, load_profiles
-from topologies.shapers import SHAPERS, Shaper, Tbf
+from topologies import shapers
+from topologies.shapers import Shaper
+from topologies.shapers.tbf import Tbf
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 
@@ -187,9 +189,10 @@ def _sweep(fields: Fields, workload: Workload) -> Sweep:
 
 
 def _shaper(fields: Fields) -> Shaper:
-    """`shaper: {kind: tbf}` (the default) or another kind of topologies/shapers.SHAPERS with
+    """`shaper: {kind: tbf}` (the default) or another kind of topologies/shapers/ with
     its own fields: how the bottleneck queues."""
-    return SHAPERS[fields.text("kind", choices=list(SHAPERS))].from_fields(fields)
+    kinds = shapers.registry()
+    return kinds[fields.text("kind", choices=list(kinds))].from_fields(fields)
 
 
 def _variants(path: Path, top: Fields) -> dict[str, Variant]:

@@ -135,7 +135,7 @@ def test_the_delay_lines_queue_passes_fidelity_like_tbf():
     router) holds the same rate, RTT and queueing-delay tolerances as tbf, and its drop
     counters are read (fidelity waits for the queue to drop before it measures)."""
     from topologies.profiles import get_profile
-    from topologies.shapers import DelayLineQueue
+    from topologies.shapers.delayline import DelayLineQueue
     prof = get_profile("t1-50ms")
     result = measure(prof, pings=100, tcp=False, shaper=DelayLineQueue(policy="pushout"))
     print({k: result.get(k) for k in ("rate_down_error", "rate_up_error", "rtt_ms", "checks")})

@@ -27,7 +27,8 @@ from topologies.hostfit import EmulatorTuning, delay_flags, rate_flags, tuning_f
 from topologies.names import PathNames, TOPOLOGIES
 from topologies.path import PathTopo
 from topologies.profiles import LinkProfile
-from topologies.shapers import Queue, Shaper, Tbf
+from topologies.shapers import Queue, Shaper
+from topologies.shapers.tbf import Tbf
 from topologies.shell import check_cmd
 
 log = logging.getLogger("startlab.network")

@@ -11,7 +11,7 @@ fine-grained reset timer (§3.3.4, `flr`). For new connections the kernel's per-
 metrics supply srtt and rttvar (tcp_no_metrics_save off on the server).
 
 The router part of the paper (drop low priority first) is the bottleneck's queue: a
-scenario chooses the delay line's queue with the push-out policy (topologies/shapers.py);
+scenario chooses the delay line's queue with the push-out policy (topologies/shapers/delayline.py);
 it only changes anything for marked packets.
 """
 from __future__ import annotations

@@ -35,7 +35,7 @@ from hosts.variants import Variant
 from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult
 from hosts.workloads.competing_apps import TRANSPORTS, apps_for
 from topologies.endhosts import EndHostDefaults
-from topologies.shapers import TbfSettings
+from topologies.shapers.tbf import TbfSettings
 from topologies.shell import check_cmd
 
 

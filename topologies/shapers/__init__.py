@@ -1,0 +1,87 @@
+"""How a bottleneck link shapes: one queue per direction of every router–core–router hop.
+
+A Shaper puts the queue on the path and says where its packets can be seen arriving and
+leaving (so a run captures both sides and counts every drop exactly), and reads the
+queue's counters. Each kind is a module of this package defining `SHAPER` (its class, which
+carries its `name`): tc tbf (tbf.py), the delay line's own queue (delayline.py). The
+scenario parser, `fidelity --shaper` and the docs find them here; adding a kind is adding
+its module, and the network builder is left alone.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from config.plugins import collect
+from topologies.names import PathNames
+from topologies.profiles import LinkProfile
+
+
+@dataclass(frozen=True)
+class Queue:
+    """One bottleneck queue as installed: where, which direction, with what settings, and
+    the (node, interface) pairs where its arriving and departing packets pass."""
+    node: str
+    intf: str
+    direction: str              # 'down' (server → client) or 'up'
+    hop: int                    # router k → core k → router k+1
+    settings: dict = field(hash=False)
+    before: tuple[str, str] = ("", "")
+    after: tuple[str, str] = ("", "")
+
+    def as_dict(self) -> dict:
+        return {**self.settings, "node": self.node, "intf": self.intf, "direction": self.direction,
+                "hop": self.hop, "shaper": self.settings.get("shaper")}
+
+
+class Shaper(ABC):
+    """Puts a profile's bottleneck queue on a hop and reads its counters."""
+    name: str = ""
+    delay_backend: str | None = None      # the delay element it needs, if it lives there
+
+    def delay_options(self, hop: int) -> dict:
+        """Keyword options for the delay element of `hop` (a queue that lives inside it)."""
+        return {}
+
+    def describe(self) -> dict:
+        return {"kind": self.name}
+
+    # -- how a user names it: a scenario's `shaper:` section and the command line's --shaper
+    @classmethod
+    def from_fields(cls, fields) -> "Shaper":
+        """The shaper a scenario's `shaper:` section (config.yamlfile.Fields) declares."""
+        fields.unknown({"kind"})
+        return cls()
+
+    @classmethod
+    def cli_forms(cls) -> list[str]:
+        """The spellings `--shaper` accepts for this kind."""
+        return [cls.name]
+
+    @classmethod
+    def from_cli(cls, text: str) -> "Shaper":
+        return cls()
+
+    @abstractmethod
+    def install(self, net, names: PathNames, profile: LinkProfile, hop: int, direction: str) -> Queue:
+        """Shape `direction` of hop `hop` to the profile's rate and buffer."""
+
+    @abstractmethod
+    def counters(self, net, queue: Queue) -> dict[str, int]:
+        """{'sent_bytes', 'sent_pkts', 'dropped'} of the queue so far (link-layer bytes)."""
+
+
+
+
+def registry() -> dict[str, type[Shaper]]:
+    """Every shaper kind, by name."""
+    return collect(__name__, "SHAPER")
+
+
+def cli_choices() -> list[str]:
+    return [form for cls in registry().values() for form in cls.cli_forms()]
+
+
+def from_cli(text: str) -> Shaper:
+    """The shaper `--shaper TEXT` names (TEXT is one of cli_choices())."""
+    return registry()[text.partition(":")[0]].from_cli(text)

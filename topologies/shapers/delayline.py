@@ -1,0 +1,73 @@
+"""The bottleneck queue inside the delay line, with drop policies tbf cannot offer."""
+from __future__ import annotations
+
+from topologies.delay import AF13, QUEUE_POLICIES, LineQueue
+from topologies.shapers import Queue, Shaper
+
+
+class DelayLineQueue(Shaper):
+    """The bottleneck queue inside startlab's delay line, in front of its delay (as
+    mahimahi's mm-link sits before mm-delay): the profile's rate and buffer, and a drop
+    policy tbf cannot offer — `droptail`, `pushout` (a full buffer drops a queued
+    low-priority frame, DSCP in `low_dscp`, before anything else: TCP Fast Start's router,
+    §3.2) or `red`. The delay line serialises frames at the rate and never reorders.
+    """
+    name = "delayline"
+    delay_backend = "delayline"
+
+    def __init__(self, policy: str = "droptail", low_dscp: tuple[int, ...] = (AF13,)):
+        self.policy = policy
+        self.low_dscp = tuple(low_dscp)
+        self._queues: dict[tuple[int, str], LineQueue] = {}
+
+    def describe(self) -> dict:
+        return {"kind": self.name, "policy": self.policy, "low_dscp": list(self.low_dscp)}
+
+    @classmethod
+    def from_fields(cls, fields) -> "DelayLineQueue":
+        """`{kind: delayline, policy: droptail|pushout|red, low_dscp: [14]}`."""
+        fields.unknown({"kind", "policy", "low_dscp"})
+        policy = fields.text("policy", "droptail", choices=list(QUEUE_POLICIES))
+        low = fields.list("low_dscp", [AF13])
+        if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 63 for d in low):
+            raise fields.error("low_dscp", f"DSCP values are whole numbers 0..63, got {low}")
+        return cls(policy=policy, low_dscp=tuple(low))
+
+    @classmethod
+    def cli_forms(cls) -> list[str]:
+        return [cls.name, *(f"{cls.name}:{p}" for p in QUEUE_POLICIES)]
+
+    @classmethod
+    def from_cli(cls, text: str) -> "DelayLineQueue":
+        return cls(policy=text.partition(":")[2] or "droptail")
+
+    @staticmethod
+    def line_direction(direction: str) -> str:
+        """The delay line's a→b runs client → server (its a side faces the clients)."""
+        return "ab" if direction == "up" else "ba"
+
+    def install(self, net, names, profile, hop, direction) -> Queue:
+        queue = LineQueue(rate_bps=profile.rate_bps(direction), limit_bytes=profile.buffer_bytes(direction),
+                          policy=self.policy, low_dscp=self.low_dscp)
+        self._queues[(hop, direction)] = queue
+        west, east = names.router(hop), names.router(hop + 1)
+        toward_core = (east, names.facing(east, "client")) if direction == "down" else (west, names.facing(west, "server"))
+        from_core = (west, names.facing(west, "server")) if direction == "down" else (east, names.facing(east, "client"))
+        return Queue(node=names.core(hop), intf=names.core_intf(hop, "client" if direction == "down" else "server"),
+                     direction=direction, hop=hop,
+                     settings={"shaper": self.name, "rate_bps": queue.rate_bps, "limit_bytes": queue.limit_bytes,
+                               "buffer_packets": profile.buffer_packets(direction), "policy": queue.policy,
+                               "low_dscp": list(queue.low_dscp), "line_direction": self.line_direction(direction)},
+                     before=toward_core, after=from_core)
+
+    def delay_options(self, hop: int) -> dict:
+        return {"queue_ab": self._queues.get((hop, "up")), "queue_ba": self._queues.get((hop, "down"))}
+
+    def counters(self, net, queue: Queue) -> dict[str, int]:
+        side = {"ab": "a_to_b", "ba": "b_to_a"}[queue.settings["line_direction"]]     # the snapshot's names
+        q = (net.delay_element(queue.node).snapshot().get(side) or {}).get("queue") or {}
+        return {"sent_bytes": int(q.get("sent_bytes", 0)), "sent_pkts": int(q.get("sent", 0)),
+                "dropped": int(q.get("dropped", 0))}
+
+
+SHAPER = DelayLineQueue
