@@ -223,9 +223,10 @@ class Network:
         return flags
 
     def tbf_settings(self) -> list[dict]:
-        """The tbf queues as applied (rate, bucket, frame size) for the host flags."""
+        """The token-bucket queues as applied (rate, bucket, frame size) for the host flags:
+        every shaper that records a bucket (`burst_bytes`) loses rate to late wake-ups alike."""
         return [{**q.settings, "frame_bytes": self.profile.frame_bytes} for q in self.queues
-                if q.settings.get("shaper") == "tbf"]
+                if "burst_bytes" in q.settings]
 
     @property
     def delay_backend_name(self) -> str | None:
