@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hosts.delayline.line_net import H1, H2_IP, line_net      # noqa: E402
-from topologies import delay                                   # noqa: E402
-from topologies.shell import check_cmd                         # noqa: E402
+from links.delayline.line_net import H1, H2_IP, line_net      # noqa: E402
+from links import delay                                   # noqa: E402
+from machine.shell import check_cmd                         # noqa: E402
 
 # The sender's own rate limit in this benchmark, not an emulated bottleneck: a bucket large
 # enough that tbf's late wake-ups never limit what the delay line is measured with.
@@ -97,7 +97,7 @@ QUEUE_DELAY_S = 0.010
 
 def queue_case(rate_bps: float, seconds: float) -> dict:
     """The line's bottleneck at `rate_bps` (droptail, 20 ms of buffer) under a 1.5 × flood."""
-    from hosts.delayline.line_net import flood
+    from links.delayline.line_net import flood
     limit = max(10 * 1514, int(rate_bps / 8 * 0.02))
     with line_net() as ln:
         element = delay.DelayLine()
@@ -121,7 +121,7 @@ def queue_case(rate_bps: float, seconds: float) -> dict:
 
 def pairs_case(pair_delays_s: list[float], default_s: float) -> list[dict]:
     """One probe per pair at once: pair k is 10.77.0.(100+k) → 10.77.0.(200+k) with the k-th delay."""
-    from hosts.delayline.line_net import H1_IP
+    from links.delayline.line_net import H1_IP
     table = {(f"10.77.0.{100 + k}", f"10.77.0.{200 + k}"): d for k, d in enumerate(pair_delays_s)}
     with line_net() as ln:
         for src, dst in table:

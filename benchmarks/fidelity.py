@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios.emulator_check import measure  # noqa: E402
-from topologies.profiles import LinkProfile, get_profile  # noqa: E402
+from links.profiles import LinkProfile, get_profile  # noqa: E402
 
 
 def row(r: dict) -> str:

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import host  # noqa: E402
 from scenarios.emulator_check import measure  # noqa: E402
-from topologies.hostfit import FIXED, tuning_for, verdict  # noqa: E402
-from topologies.profiles import get_profile, load_profiles  # noqa: E402
+from links.hostfit import FIXED, tuning_for, verdict  # noqa: E402
+from links.profiles import get_profile, load_profiles  # noqa: E402
 
 
 def row(profile: str, tuning: str, r: dict) -> str:

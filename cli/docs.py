@@ -27,11 +27,11 @@ def _doc(obj) -> str:
 
 
 def profiles_page() -> str:
-    from topologies.profiles import load_profiles
+    from links.profiles import load_profiles
     rows = [[f"`{p.name}`", p.topology, p.access, f"{p.down_mbps:g}", f"{p.up_mbps:g}", f"{p.rtt_ms:g}",
              p.buffer_packets("down"), f"{p.bdp_packets('down'):.0f}", p.mtu, p.source]
             for p in load_profiles().values()]
-    return ("# Link profiles\n\nThe access paths startlab emulates, from `topologies/profiles.yaml` "
+    return ("# Link profiles\n\nThe access paths startlab emulates, from `links/profiles.yaml` "
             "(rates at the link layer, Ethernet header included; RTT is the minimum round trip; the "
             "buffer is the bottleneck queue per direction; BDP at the downlink rate). "
             "`./run.py list profiles` prints the same.\n\n"
@@ -67,7 +67,7 @@ def workloads_page() -> str:
 
 def scenario_page() -> str:
     from scenarios.spec import SCENARIO_FIELDS, SCENARIO_FORMAT
-    from topologies.shapers import registry as shaper_registry
+    from links.shapers import registry as shaper_registry
     out = [f"# Scenario files\n\nDeclarative YAML (format {SCENARIO_FORMAT}); the shipped ones are in "
            "`scenarios/`. A bad field is reported as `file:line: field: reason` (exit 2).\n",
            _table(["field", "meaning"], [[f"`{k}`", v] for k, v in SCENARIO_FIELDS.items()]),

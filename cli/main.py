@@ -55,8 +55,8 @@ def doctor_host() -> dict:
     """doctor's `host` section: the calibration's figures, the tuning it gives, and for every
     profile whether this host can emulate it within the fidelity tolerances (and why not)."""
     from machine.host import calibrate
-    from topologies.hostfit import tuning_for, verdict
-    from topologies.profiles import load_profiles
+    from links.hostfit import tuning_for, verdict
+    from links.profiles import load_profiles
     timing = calibrate()
     verdicts = {name: verdict(p, timing).as_record() for name, p in load_profiles().items()}
     brief = timing.brief()
@@ -67,11 +67,11 @@ def doctor_host() -> dict:
 
 def cmd_fidelity(args) -> int:
     from scenarios.emulator_check import measure, print_result
-    from topologies.profiles import get_profile
-    from topologies.shapers import from_cli
+    from links.profiles import get_profile
+    from links.shapers import from_cli
     shaper = from_cli(args.shaper)
     from machine.capabilities import require_root
-    from topologies.hostfit import FIXED
+    from links.hostfit import FIXED
     require_root()
     profile = get_profile(args.profile)
     try:
@@ -97,7 +97,7 @@ def cmd_fidelity(args) -> int:
 def cmd_list(args) -> int:
     from analysis.tables import text_table
     if args.what == "profiles":
-        from topologies.profiles import load_profiles
+        from links.profiles import load_profiles
         profiles = load_profiles()
         if args.json:
             emit_json({name: p.as_dict() for name, p in profiles.items()})
@@ -322,8 +322,8 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from topologies import shapers
-    from topologies.delay import BACKEND_CHOICES
+    from links import shapers
+    from links.delay import BACKEND_CHOICES
     parser = argparse.ArgumentParser(prog="run.py", description=(
         "startlab: race TCP startup schemes over emulated access networks (Mininet)."))
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")

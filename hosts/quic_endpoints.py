@@ -25,7 +25,7 @@ LONG_OBJECT = "10GB"                  # the server's largest object: more than a
 def _binary(name: str) -> str:
     path = binaries.built(name)
     if path is None:
-        raise RuntimeError(f"{binaries.RELEASE / name} is not built; {binaries.BUILD_HINT}")
+        raise RuntimeError(f"{binaries.RELEASE / name} is not built; {binaries.QUIC_BUILD_HINT}")
     return str(path)
 
 

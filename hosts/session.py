@@ -30,8 +30,8 @@ from hosts.variants import Variant
 from hosts.workloads.base import WorkloadError
 from machine import host
 from results.schema import CAPTURE_FILES
-from topologies import delay
-from topologies.hostfit import delay_flags, rate_flags
+from links import delay
+from links.hostfit import delay_flags, rate_flags
 
 log = logging.getLogger("startlab.session")
 SOCKET_WATCH = Path(__file__).resolve().with_name("socket_watch.py")

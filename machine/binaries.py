@@ -7,8 +7,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 RELEASE = REPO / "target" / "release"
 BPF_OBJECTS = REPO / "target" / "bpf"
-BUILD_HINT = ("build it with: sudo ./playbooks/bootstrap.sh (provisions everything; the demo's "
-              "provisioning, --stage core, leaves out the QUIC endpoints)")
+BUILD_HINT = "build it with: sudo ./playbooks/bootstrap.sh (provisioning; cargo build --release --locked)"
+# The QUIC endpoints are in provisioning's full stage, which the demo's (core) leaves out.
+QUIC_BUILD_HINT = "build it with: sudo ./playbooks/bootstrap.sh --stage full (the demo provisions only the core stage)"
 
 
 def built(name: str) -> Path | None:

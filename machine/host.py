@@ -13,7 +13,7 @@ the same kind of machine differs from day to day. So startlab measures it:
     is the load), and the steal over the run. Cheap: two wake-ups per millisecond.
 
 What the figures mean for a link profile (tuning and verdicts) is decided in
-`topologies/hostfit.py`; this module only measures.
+`links/hostfit.py`; this module only measures.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from machine.errors import UserError
 CALIBRATION_S = 6.0           # 3 s idle + 3 s busy at 0.5 ms on 2 CPUs: 24,000 wake-ups, p99.9 from 24
 CALIBRATION_INTERVAL_US = 500
 MONITOR_INTERVAL_US = 1000
-# The delay line's threads run SCHED_FIFO at this priority (topologies/delay.py starts it);
+# The delay line's threads run SCHED_FIFO at this priority (links/delay.py starts it);
 # the probe measures at the same priority so that it sees what the delay line sees.
 DELAYLINE_RT_PRIORITY = 10
 PROBE_READY_S = 5.0

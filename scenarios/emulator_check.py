@@ -28,10 +28,10 @@ from machine import host
 from machine.host import HostTiming
 from hosts.ping import percentile, ping_output, ping_rtts, rtt_matches, samples, summary
 from hosts.process import NodeProcess
-from topologies.hostfit import LATE_P99_US, EmulatorTuning, delay_flags, rate_flags, verdict
+from links.hostfit import LATE_P99_US, EmulatorTuning, delay_flags, rate_flags, verdict
 from topologies.network import Network
-from topologies.profiles import LinkProfile
-from topologies.shapers import Shaper
+from links.profiles import LinkProfile
+from links.shapers import Shaper
 from wire.tcpip import ETH_HEADER
 
 RATE_TOLERANCE = 0.01                 # delivered rate within 1 % of the configured one

@@ -15,8 +15,8 @@ from machine import host
 from machine.errors import HostUnfit
 from machine.host import HostTiming
 from results.store import write_json
-from topologies.hostfit import ProfileVerdict, verdict
-from topologies.profiles import LinkProfile
+from links.hostfit import ProfileVerdict, verdict
+from links.profiles import LinkProfile
 
 HOST_FILE = "host.json"
 ALLOW_FLAG = "--unfit-host"

@@ -29,8 +29,8 @@ from results.campaign import Campaign
 from scenarios import hostcheck
 from scenarios.progress import Progress
 from scenarios.spec import Run, Scenario
-from topologies import delay
-from topologies.hostfit import delay_flags
+from links import delay
+from links.hostfit import delay_flags
 from topologies.network import Network
 
 log = logging.getLogger("startlab.runner")

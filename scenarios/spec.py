@@ -22,10 +22,10 @@ from config.yamlfile import Fields, FieldError
 from hosts.variants import VARIANTS, Variant, parse_variant
 from hosts.workloads.base import HostNeeds, Workload
 from machine.errors import UserError
-from topologies.profiles import LinkProfile, load_profiles
-from topologies import shapers
-from topologies.shapers import Shaper
-from topologies.shapers.tbf import Tbf
+from links.profiles import LinkProfile, load_profiles
+from links import shapers
+from links.shapers import Shaper
+from links.shapers.tbf import Tbf
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 
@@ -189,7 +189,7 @@ def _sweep(fields: Fields, workload: Workload) -> Sweep:
 
 
 def _shaper(fields: Fields) -> Shaper:
-    """`shaper: {kind: tbf}` (the default) or another kind of topologies/shapers/ with
+    """`shaper: {kind: tbf}` (the default) or another kind of links/shapers/ with
     its own fields: how the bottleneck queues."""
     kinds = shapers.registry()
     return kinds[fields.text("kind", choices=list(kinds))].from_fields(fields)

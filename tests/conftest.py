@@ -117,7 +117,7 @@ class HostWatch:
     def flags(self, delay_stats: list | None = None, tail: bool = False) -> list[str]:
         """The delay flags (timer wake-ups, the delay element's lateness) of the test; `tail`
         for figures of a few frames' tail (hostfit.delay_flags)."""
-        from topologies.hostfit import delay_flags
+        from links.hostfit import delay_flags
         return delay_flags(self.stop(), delay_stats, tail)
 
 

@@ -23,7 +23,7 @@ from hosts.variants import get_variant
 from timing import timing_check
 from topologies.network import Network
 from topologies.names import CLIENT_NET, GATEWAY_HOST, SERVER_NET
-from topologies.profiles import LinkProfile
+from links.profiles import LinkProfile
 from wiretrace import ACK, MSS, SYN, Packet as Segment, paced_flight, pacing_span_ok, read_pcap, test_profile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]

@@ -22,7 +22,7 @@ from scenarios.runner import RunFailed, execute_run, open_campaign
 from scenarios.spec import load_scenario
 from topologies import endhosts
 from topologies.network import Network
-from topologies.profiles import LinkProfile
+from links.profiles import LinkProfile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
@@ -134,8 +134,8 @@ def test_the_delay_lines_queue_passes_fidelity_like_tbf():
     """The bottleneck queue inside the delay line (push-out policy, TCP Fast Start's
     router) holds the same rate, RTT and queueing-delay tolerances as tbf, and its drop
     counters are read (fidelity waits for the queue to drop before it measures)."""
-    from topologies.profiles import get_profile
-    from topologies.shapers.delayline import DelayLineQueue
+    from links.profiles import get_profile
+    from links.shapers.delayline import DelayLineQueue
     prof = get_profile("t1-50ms")
     result = measure(prof, pings=100, tcp=False, shaper=DelayLineQueue(policy="pushout"))
     print({k: result.get(k) for k in ("rate_down_error", "rate_up_error", "rtt_ms", "checks")})

@@ -12,7 +12,7 @@ import pytest
 
 from machine.errors import UserError
 from timing import timing_check
-from topologies import delay
+from links import delay
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def line(tmp_path):
     """h1 — core — h2 with the delay line at 20 ms each way; checks teardown afterwards."""
     if delay.delayline_binary() is None:
         pytest.fail("delay line not built: cargo build --release -p startlab-delayline")
-    from hosts.delayline.line_net import line_net
+    from links.delayline.line_net import line_net
     with line_net(offload=True) as ln:
         element = delay.DelayLine()
         element.start(ln.core, ln.core_a, ln.core_b, ONE_WAY_S, ONE_WAY_S, 1e9, 1e9,
@@ -152,7 +152,7 @@ def test_udp_stream_delayed_exactly_without_loss_or_reordering(line, host_watch)
 @needs_root
 def test_ping_rtt_is_twice_the_delay(line, host_watch):
     ln, element = line
-    from hosts.delayline.line_net import H2_IP
+    from links.delayline.line_net import H2_IP
     out = ln.h1.cmd(f"ping -c 30 -i 0.02 -q {H2_IP}")
     m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/", out)
     assert m, out
@@ -169,7 +169,7 @@ def test_ping_rtt_is_twice_the_delay(line, host_watch):
 @needs_root
 def test_tcp_with_offloads_passes_without_retransmission_storm(line, host_watch):
     ln, element = line
-    from hosts.delayline.line_net import H2_IP
+    from links.delayline.line_net import H2_IP
     server = ln.h2.popen(["iperf3", "-s", "-1", "-p", "5299"], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
@@ -204,8 +204,8 @@ def test_tcp_with_offloads_passes_without_retransmission_storm(line, host_watch)
 @root
 @needs_root
 def test_refuses_different_mtus_with_a_clear_error(tmp_path):
-    from hosts.delayline.line_net import line_net
-    from topologies.shell import check_cmd
+    from links.delayline.line_net import line_net
+    from machine.shell import check_cmd
     with line_net() as ln:
         check_cmd(ln.core, f"ip link set {ln.core_b} mtu 1400")
         element = delay.DelayLine()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from timing import timing_check
-from topologies import delay
+from links import delay
 
 
 # -- unit ----------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ TOLERANCE_US = 300
 def test_each_pair_gets_its_own_delay_without_waiting_behind_another(clean_machine, tmp_path, host_watch):
     if delay.delayline_binary() is None:
         pytest.fail(f"delay line not built; {delay.BUILD_HINT}")
-    from hosts.delayline.line_net import H1_IP, H2_IP, line_net
+    from links.delayline.line_net import H1_IP, H2_IP, line_net
     with line_net() as ln:
         ln.add_pair(FAR_H1, FAR_H2)
         element = delay.DelayLine()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from timing import timing_check
-from topologies import delay
+from links import delay
 
 
 # -- unit ----------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ def _line(ln, tmp_path, queue: delay.LineQueue) -> delay.DelayLine:
 @pytest.mark.parametrize("rate_bps", [1.5e6, 10e6, 50e6], ids=["1.5M", "10M", "50M"])
 def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_machine, tmp_path, rate_bps,
                                                                           host_watch):
-    from hosts.delayline.line_net import flood, line_net
+    from links.delayline.line_net import flood, line_net
     with line_net() as ln:
         element = _line(ln, tmp_path, delay.LineQueue(rate_bps, _limit(rate_bps)))
         try:
@@ -107,7 +107,7 @@ def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_
 
 @pytest.mark.root
 def test_pushout_drops_marked_traffic_before_unmarked(clean_machine, tmp_path, host_watch):
-    from hosts.delayline.line_net import FLOOD_PAYLOAD, line_net
+    from links.delayline.line_net import FLOOD_PAYLOAD, line_net
     rate = 10e6
     frame_bits = (FLOOD_PAYLOAD + 42) * 8
     with line_net() as ln:

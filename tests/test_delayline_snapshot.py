@@ -7,7 +7,7 @@ import os
 import pytest
 from timing import timing_check
 
-from topologies import delay
+from links import delay
 
 
 def _dir(tx: int, fine: list[list[int]], **extra) -> dict:
@@ -125,7 +125,7 @@ ONE_WAY_S = 0.010
 def test_snapshots_around_a_probe_count_exactly_its_frames(clean_machine, tmp_path, host_watch):
     if delay.delayline_binary() is None:
         pytest.fail(f"delay line not built; {delay.BUILD_HINT}")
-    from hosts.delayline.line_net import line_net
+    from links.delayline.line_net import line_net
     with line_net() as ln:
         element = delay.DelayLine()
         element.start(ln.core, ln.core_a, ln.core_b, ONE_WAY_S, ONE_WAY_S, 1e8, 1e8,

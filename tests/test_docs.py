@@ -23,7 +23,7 @@ def test_reference_pages_are_current():
 def test_reference_pages_list_what_the_code_declares():
     from hosts.variants import VARIANTS
     from hosts.workloads import registry
-    from topologies.profiles import load_profiles
+    from links.profiles import load_profiles
     text = {p.name: p.read_text() for p in docs.REFERENCE.glob("*.md")}
     assert all(f"`{name}`" in text["profiles.md"] for name in load_profiles())
     assert all(f"## `{name}`" in text["variants.md"] for name in VARIANTS)

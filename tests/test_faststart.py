@@ -22,7 +22,7 @@ from hosts.session import RunSession
 from hosts.variants import get_variant
 from timing import timing_check
 from topologies.network import Network
-from topologies.profiles import LinkProfile
+from links.profiles import LinkProfile
 from wiretrace import ACK, read_pcap
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]

@@ -2,7 +2,7 @@
 import pytest
 
 from scenarios.emulator_check import judge, slope_bps
-from topologies.profiles import LinkProfile
+from links.profiles import LinkProfile
 
 PROFILE = LinkProfile(name="p", down_mbps=20, up_mbps=10, rtt_ms=40, buffer_pkts=50)
 

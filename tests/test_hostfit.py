@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from machine.host import HostTiming, quantiles
-from topologies import hostfit
-from topologies.profiles import LinkProfile
+from links import hostfit
+from links.profiles import LinkProfile
 
 from timing import timing_check
 
@@ -165,7 +165,7 @@ def test_a_campaign_on_an_unfit_host_is_refused_before_any_network_then_runs_fla
 @pytest.mark.usefixtures("clean_machine")
 def test_fidelity_on_an_unfit_host_names_the_host_property(tmp_path):
     from scenarios.emulator_check import measure
-    from topologies.profiles import get_profile
+    from links.profiles import get_profile
     result = measure(get_profile("js-dumbbell"), pings=100, tcp=False, monitor_hog=HOG, workdir=tmp_path)
     flags = result["host"]["flags"]
     assert flags and any("timer wake-ups p99" in f for f in flags), flags
@@ -178,7 +178,7 @@ def test_fidelity_on_an_unfit_host_names_the_host_property(tmp_path):
 @pytest.mark.root
 @pytest.mark.usefixtures("clean_machine")
 def test_doctor_reports_the_host_and_a_verdict_for_every_profile():
-    from topologies.profiles import load_profiles
+    from links.profiles import load_profiles
     res = run_py("doctor", "--json", timeout=120)
     assert res.returncode in (0, 1), res.stderr[-1500:]
     host = json.loads(res.stdout)["host"]

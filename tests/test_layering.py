@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 from conftest import ROOT
 
-PACKAGES = ("cli", "scenarios", "hosts", "analysis", "topologies", "results", "config", "wire", "machine")
+PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
 LINT = ROOT / ".venv" / "bin" / "lint-imports"
 
 

@@ -16,7 +16,7 @@ from hosts.apps import Iperf3Server
 from hosts.process import NodeProcess
 from hosts.workloads.competing import tx_bytes
 from topologies.network import Network
-from topologies.profiles import LinkProfile
+from links.profiles import LinkProfile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
@@ -120,7 +120,7 @@ def test_clean_removes_what_a_killed_run_left(tmp_path):
 def test_a_process_in_a_node_namespace_is_found_without_its_registry_entry(clean_machine):
     """A server whose campaign was killed before it could register or stop it (a fleet's killed
     shard) is still found: by its network namespace, whose interfaces carry our names."""
-    from hosts.delayline.line_net import line_net
+    from links.delayline.line_net import line_net
     from machine.cleanup import processes_in_our_netns
     with line_net() as ln:
         stray = ln.core.popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from machine.errors import UserError
-from topologies.profiles import LinkProfile, get_profile, load_profiles
+from links.profiles import LinkProfile, get_profile, load_profiles
 
 
 def profile(**kw) -> LinkProfile:
@@ -110,7 +110,7 @@ def test_yaml_syntax_error_has_a_line(tmp_path):
 
 
 def test_tbf_counters_read_sent_bytes_packets_and_drops():
-    from topologies.shapers.tbf import tbf_counters
+    from links.shapers.tbf import tbf_counters
     out = ("qdisc tbf 1: root refcnt 2 rate 10Mbit burst 15140b lat 100ms \n"
            " Sent 13406791 bytes 8883 pkt (dropped 937, overlimits 120 requeues 0) \n"
            " backlog 0b 0p requeues 0\n")

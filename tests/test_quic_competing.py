@@ -27,7 +27,7 @@ from config.yamlfile import FieldError
 from machine.errors import UserError
 from scenarios.spec import apply_overrides, load_scenario
 from topologies.endhosts import EndHostDefaults
-from topologies.profiles import get_profile
+from links.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = 1472

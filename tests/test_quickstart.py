@@ -24,7 +24,7 @@ from hosts.process import NodeProcess
 from timing import timing_check
 from topologies.network import Network
 from topologies.names import CLIENT_NET, GATEWAY_HOST, SERVER_NET
-from topologies.profiles import LinkProfile
+from links.profiles import LinkProfile
 import wiretrace
 from wiretrace import ACK, MSS, SYN, Packet, paced_flight, pacing_span_ok, read_pcap, test_profile
 

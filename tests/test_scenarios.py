@@ -179,9 +179,9 @@ def test_every_workload_has_its_analysis_and_every_analysis_its_workload():
 
 def test_shapers_are_declared_by_their_own_classes(tmp_path):
     """A scenario's `shaper:` section and `fidelity --shaper` both read the shaper kinds'
-    own declarations (topologies/shapers/, one module per kind): a bad policy names its choices."""
-    from topologies import shapers
-    assert shapers.cli_choices() == ["delayline", "delayline:droptail", "delayline:pushout", "delayline:red", "tbf"]
+    own declarations (links/shapers/, one module per kind): a bad policy names its choices."""
+    from links import shapers
+    assert shapers.cli_choices() == ["delayline", "delayline:droptail", "delayline:pushout", "delayline:red", "htb", "tbf"]
     assert shapers.from_cli("delayline:red").describe() == {"kind": "delayline", "policy": "red", "low_dscp": [14]}
     assert shapers.from_cli("tbf").describe() == {"kind": "tbf"}
     base = (Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml").read_text()

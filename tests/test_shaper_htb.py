@@ -1,11 +1,11 @@
-"""The htb shaper (topologies/shapers/htb.py): found by its module alone, named by scenarios
+"""The htb shaper (links/shapers/htb.py): found by its module alone, named by scenarios
 and --shaper, and (root) delivering the profile's rate with its drops counted."""
 import time
 
 import pytest
 
 from timing import timing_check
-from topologies import shapers
+from links import shapers
 
 
 def test_htb_is_a_shaper_kind_by_its_module_alone():
@@ -19,7 +19,7 @@ def test_htb_delivers_the_configured_rate_and_counts_its_drops(tmp_path):
     from hosts.apps import Iperf3Server
     from hosts.process import NodeProcess
     from topologies.network import Network
-    from topologies.profiles import LinkProfile
+    from links.profiles import LinkProfile
     profile = LinkProfile(name="test-htb", down_mbps=20, up_mbps=20, rtt_ms=10, buffer_pkts=100)
     with Network(profile, tmp_path, shaper=shapers.from_cli("htb")) as net:
         n = net.names

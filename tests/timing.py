@@ -2,7 +2,7 @@
 
 A timing figure (a rate, an RTT, a release time) is the emulator's to meet only while the
 host runs it punctually. The host monitor (machine/host.py), running during the test's own
-network, says whether it did (topologies/hostfit.run_flags):
+network, says whether it did (links/hostfit.run_flags):
   - qualified (no flags): the emulator must meet its tolerance: assert it;
   - unfit (flags): the run must carry the flag where its user sees it (a run's meta.json and
     report, a fidelity result's explanation): assert that instead.
@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Callable, Iterable
 
-from topologies.hostfit import LINE_ITSELF_LATE
+from links.hostfit import LINE_ITSELF_LATE
 
 COUNTS = {"qualified": 0, "flagged": 0}
 

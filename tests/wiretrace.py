@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from topologies.profiles import LinkProfile
+from links.profiles import LinkProfile
 
 SYN, ACK = 0x02, 0x10
 MSS = 1448

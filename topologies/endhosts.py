@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from machine.kernel_cc import allow_congestion_control
-from topologies.shell import check_cmd
+from machine.shell import check_cmd
 
 
 @dataclass(frozen=True)

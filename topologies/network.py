@@ -21,15 +21,16 @@ from machine.host import HostMonitor, HostTiming
 from machine.capabilities import require_root, switch_kind
 from machine.cpuset import own_cpus
 from machine.errors import UserError
-from topologies import delay, endhosts
+from links import delay
+from topologies import endhosts
 from topologies.endhosts import EndHostDefaults
-from topologies.hostfit import EmulatorTuning, delay_flags, rate_flags, tuning_for
+from links.hostfit import EmulatorTuning, delay_flags, rate_flags, tuning_for
 from topologies.names import PathNames, TOPOLOGIES
 from topologies.path import PathTopo
-from topologies.profiles import LinkProfile
-from topologies.shapers import Queue, Shaper
-from topologies.shapers.tbf import Tbf
-from topologies.shell import check_cmd
+from links.profiles import LinkProfile
+from links.shapers import Queue, Shaper
+from links.shapers.tbf import Tbf
+from machine.shell import check_cmd
 
 log = logging.getLogger("startlab.network")
 

@@ -11,7 +11,7 @@ fine-grained reset timer (§3.3.4, `flr`). For new connections the kernel's per-
 metrics supply srtt and rttvar (tcp_no_metrics_save off on the server).
 
 The router part of the paper (drop low priority first) is the bottleneck's queue: a
-scenario chooses the delay line's queue with the push-out policy (topologies/shapers/delayline.py);
+scenario chooses the delay line's queue with the push-out policy (links/shapers/delayline.py);
 it only changes anything for marked packets.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import itertools
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from hosts.implementations.linux_tcp import LinuxTcp
-from topologies.shell import check_cmd
+from machine.shell import check_cmd
 
 AF13 = 14                      # RFC 2597: class AF1, drop precedence 3 (high)
 _generation = itertools.count(1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from topologies import endhosts
-from topologies.shell import check_cmd
+from machine.shell import check_cmd
 
 SAVED = "_stl_rwnd_saved"          # attribute on the Mininet node: what install changed
 RCVBUF_DEFAULT = 8 << 20

@@ -52,7 +52,7 @@ class Quic(Implementation):
         # The scheme is the program: check it is there now, not when the traffic starts.
         name = SERVER_BIN if role == "server" else CLIENT_BIN
         if binaries.built(name) is None:
-            raise RuntimeError(f"{binaries.RELEASE / name} is not built; {binaries.BUILD_HINT}")
+            raise RuntimeError(f"{binaries.RELEASE / name} is not built; {binaries.QUIC_BUILD_HINT}")
         udp_payload_checked(ctx.mtu)
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:

@@ -28,7 +28,7 @@ from hosts.implementations.jumpstart import (IRW_DEFAULT, RCVBUF_DEFAULT, open_r
                                              restore_receive_window)
 from hosts.implementations.linux_tcp import LinuxTcp
 from topologies.names import PathNames
-from topologies.shell import check_cmd
+from machine.shell import check_cmd
 from wire.quickstart import bps_to_code
 
 POLICIES = ("link", "access", "fixed")

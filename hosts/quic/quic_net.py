@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machine.host import HostMonitor
-from topologies.delay import summarize
-from topologies.hostfit import delay_flags, rate_flags
+from links.delay import summarize
+from links.hostfit import delay_flags, rate_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = ROOT / "target" / "release"

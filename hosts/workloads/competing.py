@@ -35,8 +35,8 @@ from hosts.variants import Variant
 from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult
 from hosts.workloads.competing_apps import TRANSPORTS, apps_for
 from topologies.endhosts import EndHostDefaults
-from topologies.shapers.tbf import TbfSettings
-from topologies.shell import check_cmd
+from links.shapers.tbf import TbfSettings
+from machine.shell import check_cmd
 
 
 def tx_bytes(node, intf: str) -> int:

@@ -3,7 +3,7 @@
 Two backends behind one interface (DelayBackend):
 - NetemDelay: a Linux bridge joins the core node's two interfaces and `tc netem` delays each
   egress. Needs sch_netem, which standard distribution kernels have.
-- DelayLine: the userspace delay line (hosts/delayline, AF_PACKET), for kernels without netem.
+- DelayLine: the userspace delay line (links/delayline, AF_PACKET), for kernels without netem.
 
 Both must never drop on their own: buffers are sized ≥ 1.5 × rate × delay, because a drop in
 the delay element would be charged to the TCP scheme under test.
@@ -26,7 +26,7 @@ from pathlib import Path
 from machine import binaries, capabilities
 from machine.cpuset import own_cpus
 from machine.errors import UserError
-from topologies.shell import check_cmd
+from machine.shell import check_cmd
 
 BUFFER_FACTOR = 1.5                 # buffer ≥ 1.5 × bandwidth-delay product
 NETEM_MIN_LIMIT = 1000              # netem's own default limit (packets)
@@ -331,7 +331,7 @@ class NetemDelay(DelayBackend):
 
 
 class DelayLine(DelayBackend):
-    """The userspace AF_PACKET delay line (hosts/delayline) in the core node.
+    """The userspace AF_PACKET delay line (links/delayline) in the core node.
 
     Order is kept by single-CPU RPS masks on the core's interfaces (frames then always
     enter one backlog), not by pinning: on a machine shared with other CPU-bound work a
@@ -353,7 +353,7 @@ class DelayLine(DelayBackend):
         # The first CPU this process may use (a lane's own, in lanes): its frames' backlog.
         self.rps_cpu = own_cpus()[0] if rps_cpu is None else rps_cpu
         self.rt_priority = rt_priority
-        # The spin window measured for this host (topologies/hostfit.py); none: the binary's
+        # The spin window measured for this host (links/hostfit.py); none: the binary's
         # defaults, the old fixed constants.
         self.tuning_flags: list[str] = []
         self.proc: subprocess.Popen | None = None
@@ -493,7 +493,7 @@ def summarize(raw: dict, cpu_s: float | None) -> dict:
 def own_timing(dirs: dict) -> dict:
     """The line's own timer wake-ups and spin stalls, the worse direction's (whole life so
     far: the line keeps no interval of them): whether its late frames were the host's
-    (topologies/hostfit.lateness_cause). Empty for a backend that measures neither."""
+    (links/hostfit.lateness_cause). Empty for a backend that measures neither."""
     if not any("wakeup_us" in d for d in dirs.values()):
         return {}
     return {"wakeup_us": {k: max((d.get("wakeup_us") or {}).get(k) or 0 for d in dirs.values())

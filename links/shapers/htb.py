@@ -4,8 +4,8 @@ tbf is, on the router's egress into the core; its bucket is sized like tbf's fro
 host's measured wake-ups, since htb's watchdog wakes as late."""
 from __future__ import annotations
 
-from topologies.shapers import Queue, Shaper
-from topologies.shapers.tbf import tbf_counters
+from links.shapers import Queue, Shaper
+from links.shapers.tbf import tbf_counters
 
 
 class Htb(Shaper):

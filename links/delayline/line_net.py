@@ -17,7 +17,7 @@ from mininet.net import Mininet
 from mininet.topo import Topo
 
 from machine.registry import Instance, new_instance
-from topologies.shell import check_cmd
+from machine.shell import check_cmd
 
 H1_IP, H2_IP = "10.77.0.1", "10.77.0.2"
 PROBE = Path(__file__).resolve().with_name("udp_probe.py")

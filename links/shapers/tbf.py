@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from topologies.hostfit import EmulatorTuning
-from topologies.profiles import LinkProfile
-from topologies.shapers import Queue, Shaper
+from links.hostfit import EmulatorTuning
+from links.profiles import LinkProfile
+from links.shapers import Queue, Shaper
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from machine.host import HostTiming
-from topologies.profiles import TBF_MIN_BURST_PKTS, LinkProfile
+from links.profiles import TBF_MIN_BURST_PKTS, LinkProfile
 
 # The delay element's lateness tolerance (fidelity: p99 ≤ 1 ms). A host qualifies when its
 # timer wake-ups stay within half of it at p99: the run's own load (softirqs, the traffic's

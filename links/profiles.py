@@ -1,4 +1,4 @@
-"""Link profiles (topologies/profiles.yaml) and the arithmetic derived from them.
+"""Link profiles (links/profiles.yaml) and the arithmetic derived from them.
 
 One place for every figure that follows from a profile: bandwidth-delay product,
 bottleneck buffer in packets and bytes, tbf burst, payload-limited goodput.
@@ -26,7 +26,7 @@ MAX_BUFFER_PKTS = 100_000
 
 # tc tbf under-shapes with a burst of one MTU: when a packet must wait for tokens, the
 # watchdog timer fires late and the tokens of that delay are lost beyond the bucket. How
-# late depends on the host, so topologies/hostfit.py sizes the bucket from the measured
+# late depends on the host, so links/hostfit.py sizes the bucket from the measured
 # wake-ups; TBF_SLACK_S is the fixed value of the machine the emulator was first tuned on
 # (timers 40-60 us late: 2 frames at 50 Mbit/s gave 99.0 %, 3 frames 99.5-100 %), kept for
 # comparison and for hosts that were not measured. Never fewer than TBF_MIN_BURST_PKTS.
@@ -90,7 +90,7 @@ class LinkProfile:
 
     def tbf_burst_bytes(self, direction: str = "down", stall_s: float | None = None) -> int:
         """tbf's bucket: whole frames that absorb a watchdog wake-up `stall_s` late (sized from
-        the measured host by topologies/hostfit.py) plus the frame it releases; without one,
+        the measured host by links/hostfit.py) plus the frame it releases; without one,
         the fixed TBF_SLACK_S of the machine the emulator was first tuned on."""
         if stall_s is None:
             packets = max(TBF_MIN_BURST_PKTS, math.ceil(self.rate_bps(direction) / 8 * TBF_SLACK_S / self.frame_bytes))

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from config.plugins import collect
-from topologies.names import PathNames
-from topologies.profiles import LinkProfile
+from links.profiles import LinkProfile
+
+if TYPE_CHECKING:        # the path's names are the network builder's, handed to install()
+    from topologies.names import PathNames
 
 
 @dataclass(frozen=True)

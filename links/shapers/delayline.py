@@ -1,8 +1,8 @@
 """The bottleneck queue inside the delay line, with drop policies tbf cannot offer."""
 from __future__ import annotations
 
-from topologies.delay import AF13, QUEUE_POLICIES, LineQueue
-from topologies.shapers import Queue, Shaper
+from links.delay import AF13, QUEUE_POLICIES, LineQueue
+from links.shapers import Queue, Shaper
 
 
 class DelayLineQueue(Shaper):
