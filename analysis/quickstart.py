@@ -12,7 +12,7 @@ import numpy as np
 
 from analysis import flows, stats
 from analysis.packets import Capture
-from analysis.pcap_segments import segments
+from wire.pcap import tcp_packets as segments
 from wire.quickstart import QsRequest, QsResponse, SentRequest, find_request, find_response, ttl_diff, \
     validate_response
 

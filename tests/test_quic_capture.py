@@ -6,6 +6,7 @@ import struct
 import pytest
 
 from hosts.quic.quic_net import first_flight, read_udp_pcap
+from machine.errors import UserError
 
 SERVER, CLIENT = "10.78.0.1", "10.78.0.2"
 
@@ -48,7 +49,7 @@ def test_reads_udp_datagrams(tmp_path, nanos, big_endian):
 def test_rejects_non_pcap(tmp_path):
     p = tmp_path / "x.pcap"
     p.write_bytes(b"\x0a\x0d\x0d\x0a" + bytes(40))    # pcapng
-    with pytest.raises(ValueError):
+    with pytest.raises(UserError, match="x.pcap: not a classic pcap file"):
         read_udp_pcap(p)
 
 

@@ -6,12 +6,12 @@ their captures are small, so a plain Python reader does.
 """
 from __future__ import annotations
 
-import socket
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from links.profiles import LinkProfile
+from wire import pcap
 
 SYN, ACK = 0x02, 0x10
 MSS = 1448
@@ -86,27 +86,7 @@ def ip_checksum_ok(header: bytes) -> bool:
 
 def read_pcap(path: Path) -> list[Packet]:
     """Ethernet/IPv4/TCP records of a classic pcap file (tcpdump -w), options kept."""
-    data = path.read_bytes()
-    magic = data[:4]
-    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-    linktype = struct.unpack(endian + "I", data[20:24])[0]
-    assert linktype == 1, f"expected Ethernet captures, got linktype {linktype}"
-    out, off = [], 24
-    while off + 16 <= len(data):
-        sec, frac, caplen, _ = struct.unpack(endian + "IIII", data[off:off + 16])
-        frame = data[off + 16:off + 16 + caplen]
-        off += 16 + caplen
-        if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
-            continue
-        ihl = (frame[14] & 0x0F) * 4
-        total = struct.unpack("!H", frame[16:18])[0]
-        tcp = frame[14 + ihl:]
-        sport, dport, seq, ack, off_flags, win = struct.unpack("!HHIIHH", tcp[:16])
-        thl = (off_flags >> 12) * 4
-        out.append(Packet(ts=sec + frac / (1e9 if nano else 1e6), src=socket.inet_ntoa(frame[26:30]),
-                          dst=socket.inet_ntoa(frame[30:34]), ttl=frame[22], ip_options=bytes(frame[34:14 + ihl]),
-                          sport=sport, dport=dport, seq=seq, ack=ack, flags=off_flags & 0xFF, win=win,
-                          payload=total - ihl - thl, tcp_options=bytes(tcp[20:thl]),
-                          ip_header=bytes(frame[14:14 + ihl])))
-    return out
+    return [Packet(ts=p.ts, src=pcap.dotted(p.src), dst=pcap.dotted(p.dst), ttl=p.ttl, ip_options=p.ip_options,
+                   sport=p.sport, dport=p.dport, seq=p.seq, ack=p.ack, flags=p.flags, win=p.win,
+                   payload=p.payload_len, tcp_options=p.tcp_options, ip_header=p.ip_header)
+            for p in pcap.tcp_packets(path)]

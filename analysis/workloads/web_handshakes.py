@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from analysis.pcap_segments import Segment, segments
+from wire.pcap import TcpPacket as Segment
+from wire.pcap import tcp_packets as segments
 from wire.quickstart import QsRequest, QsResponse, SentRequest, find_request, find_response, ttl_diff, \
     validate_response
 

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import tempfile
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machine.host import HostMonitor
+from wire import pcap
 from links.delay import summarize
 from links.hostfit import delay_flags, rate_flags
 
@@ -286,40 +286,9 @@ class Datagram:
 
 
 def read_udp_pcap(path: Path) -> list[Datagram]:
-    """IPv4/UDP datagrams of a classic pcap (Ethernet or Linux cooked), in file order."""
-    data = Path(path).read_bytes()
-    if len(data) < 24:
-        raise ValueError(f"{path}: not a pcap file")
-    magic = data[:4]
-    formats = {b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
-               b"\x4d\x3c\xb2\xa1": ("<", 1e-9), b"\xa1\xb2\x3c\x4d": (">", 1e-9)}
-    if magic not in formats:
-        raise ValueError(f"{path}: not a classic pcap file")
-    order, unit = formats[magic]
-    linktype = struct.unpack(order + "I", data[20:24])[0]
-    out, off = [], 24
-    while off + 16 <= len(data):
-        sec, frac, incl, _ = struct.unpack(order + "IIII", data[off:off + 16])
-        frame = data[off + 16:off + 16 + incl]
-        off += 16 + incl
-        if linktype == 1:
-            ethertype, ip = struct.unpack("!H", frame[12:14])[0], 14
-            if ethertype == 0x8100:
-                ethertype, ip = struct.unpack("!H", frame[16:18])[0], 18
-        elif linktype == 113:
-            ethertype, ip = struct.unpack("!H", frame[14:16])[0], 16
-        else:
-            raise ValueError(f"{path}: link type {linktype} not supported")
-        if ethertype != 0x0800 or len(frame) < ip + 28 or frame[ip + 9] != 17:
-            continue
-        ihl = (frame[ip] & 0x0F) * 4
-        udp = ip + ihl
-        sport, dport, ulen = struct.unpack("!HHH", frame[udp:udp + 6])
-        first = frame[udp + 8] if len(frame) > udp + 8 else 0
-        out.append(Datagram(sec + frac * unit, ".".join(map(str, frame[ip + 12:ip + 16])),
-                            ".".join(map(str, frame[ip + 16:ip + 20])), sport, dport, ulen - 8,
-                            bool(first & 0x80)))
-    return out
+    """IPv4/UDP datagrams of a capture (wire/pcap.py), in file order."""
+    return [Datagram(d.ts, pcap.dotted(d.src), pcap.dotted(d.dst), d.sport, d.dport, d.length,
+                     bool(d.first_byte & 0x80)) for d in pcap.udp_datagrams(path)]
 
 
 def first_flight(datagrams: list[Datagram], server: str, full_size: int, rtt_s: float) -> dict:
