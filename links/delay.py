@@ -496,9 +496,12 @@ def own_timing(dirs: dict) -> dict:
     (links/hostfit.lateness_cause). Empty for a backend that measures neither."""
     if not any("wakeup_us" in d for d in dirs.values()):
         return {}
-    return {"wakeup_us": {k: max((d.get("wakeup_us") or {}).get(k) or 0 for d in dirs.values())
-                          for k in ("p99", "max")},
-            "spin_stall_max_us": max(d.get("spin_stall_max_us") or 0 for d in dirs.values())}
+    def worst(key: str, sub: str | None = None) -> float:
+        return max(((d.get(key) or {}).get(sub) if sub else d.get(key)) or 0 for d in dirs.values())
+    return {"wakeup_us": {k: worst("wakeup_us", k) for k in ("p99", "max")},
+            "spin_stall_max_us": worst("spin_stall_max_us"),
+            "own_lateness_us": {k: worst("own_lateness_us", k) for k in ("p99", "max")},
+            "send_call_max_us": worst("send_call_max_us")}
 
 
 def read_stats(path: Path) -> dict | None:

@@ -181,22 +181,28 @@ LINE_ITSELF_LATE = "the delay line itself was late"
 
 
 def lateness_cause(monitor: HostTiming | None, delay_stats: list[dict]) -> str:
-    """Why the delay line's frames were late, from what the line measured on its own CPUs
-    (its timer wake-ups, and the longest time it was kept off the CPU while spinning toward
-    a release) and what the host monitor measured beside it. Only when all of those were
-    punctual is the lateness the line's own work."""
+    """Why the delay line's frames were late. The line measures, per frame, how much of its
+    lateness came after the wait before its round ended (its own work: receiving, queueing,
+    sending) and how late those waits ended (the host's wake-ups on the line's CPU), and the
+    longest time it was kept off the CPU while spinning. Only a frame late by its own work
+    is the line's fault; the rest is the host's, as the monitor beside it says."""
+    own_p99 = max(((s.get("own_lateness_us") or {}).get("p99") or 0 for s in delay_stats), default=0)
     line_p99 = max(((s.get("wakeup_us") or {}).get("p99") or 0 for s in delay_stats), default=0)
     stall = max((s.get("spin_stall_max_us") or 0 for s in delay_stats), default=0)
-    own = (f"the line's own timer wake-ups p99 {line_p99} µs, longest stall while spinning "
-           f"{stall / 1000:.1f} ms")
-    if line_p99 > HOST_WAKEUP_P99_US or stall > LATE_P99_US:
-        return f": the host kept the line off its CPU ({own})"
+    send = max((s.get("send_call_max_us") or 0 for s in delay_stats), default=0)
+    own = (f"the line's own work p99 {own_p99} µs, its timer wake-ups p99 {line_p99} µs, longest stall "
+           f"while spinning {stall / 1000:.1f} ms, longest send {send / 1000:.1f} ms")
+    measured_own = any("own_lateness_us" in s for s in delay_stats)
+    if measured_own and own_p99 > LATE_P99_US:
+        return f" ({own}): {LINE_ITSELF_LATE}"
+    if measured_own or line_p99 > HOST_WAKEUP_P99_US or stall > LATE_P99_US:
+        host = f"; {monitor.describe()}" if monitor is not None else ""
+        return f": the host woke or kept the line late ({own}{host})"
     if monitor is None:
-        return f" ({own})"
+        return ""
     if (monitor.timer_wakeup_us.get("p99") or 0) > HOST_WAKEUP_P99_US:
         return f": {monitor.describe()}"
-    return f" while the host's own wake-ups were punctual ({monitor.describe()}; {own}): {LINE_ITSELF_LATE}"
-    return flags
+    return f" while the host's own wake-ups were punctual ({monitor.describe()}): {LINE_ITSELF_LATE}"
 
 
 def rate_flags(monitor: HostTiming | None, tbf: list[dict] | None = None) -> list[str]:

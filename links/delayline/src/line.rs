@@ -237,7 +237,9 @@ impl Direction {
     }
 
     /// Send every frame whose release time has come, in release order.
-    fn send_due(&mut self, horizon: i64, bufs: &mut SendBufs, st: &mut DirStats, stop: &AtomicBool) {
+    /// `woke_late`: how late the thread's last wait ended against its target (0 when it
+    /// did not wait for a release): a frame's lateness beyond it is the line's own.
+    fn send_due(&mut self, horizon: i64, woke_late: i64, bufs: &mut SendBufs, st: &mut DirStats, stop: &AtomicBool) {
         if let Some(q) = self.queue.as_mut() {
             q.depart_until(horizon, &mut self.departed);
             self.hold_departed(st);
@@ -265,7 +267,9 @@ impl Direction {
                 return;
             }
             let sent_at = mono();
-            let (done, failed) = match sock::send_batch(&self.tx, &bufs.frames, &mut bufs.iovs, &mut bufs.msgs) {
+            let sent = sock::send_batch(&self.tx, &bufs.frames, &mut bufs.iovs, &mut bufs.msgs);
+            st.send_call_max_ns = st.send_call_max_ns.max(mono() - sent_at);
+            let (done, failed) = match sent {
                 Ok(k) => (k, false),
                 Err(e) => {
                     let code = e.raw_os_error();
@@ -282,6 +286,7 @@ impl Direction {
                 st.tx_frames += 1;
                 st.tx_bytes += (bufs.frames[i].1 - VNET_HDR_LEN) as u64;
                 st.lateness.record(sent_at - h.release_ns);
+                st.own_lateness.record(sent_at - h.release_ns - woke_late);
                 self.ring.free(h.seq);
             }
             let mut rest = done;
@@ -325,10 +330,12 @@ impl Direction {
         let poll_rx_always = min_delay < RX_POLL_ALWAYS_BELOW_NS;
         let (rx_fd, stop_fd, wake_fd) = (self.rx.fd, ctl.stop_fd, self.wake_fd);
         let stop = &ctl.stop;
+        let mut woke_late = 0i64;
         while !stop.load(Ordering::Relaxed) {
             self.maybe_publish(ctl, &mut published, &mut st, &reports);
             let (read, horizon) = self.receive(&mut batch, &mut got, &mut st);
-            self.send_due(horizon, &mut bufs, &mut st, stop);
+            self.send_due(horizon, woke_late, &mut bufs, &mut st, stop);
+            woke_late = 0;
             let now = mono();
             let (next, following) = self.next_releases();
             match schedule::plan_wait(&self.tuning, now, next, following, now + RX_INTERVAL_NS, read == 0) {
@@ -339,6 +346,7 @@ impl Direction {
                         let at = mono();
                         st.spin_stall_max_ns = st.spin_stall_max_ns.max(at - last);
                         if at >= t {
+                            woke_late = at - t;
                             break;
                         }
                         last = at;
@@ -357,6 +365,7 @@ impl Direction {
                     let woke = mono();
                     if woke >= t && t > now {
                         st.wakeups.record(woke - t);
+                        woke_late = woke - t;
                     }
                     timer.clear();
                 }

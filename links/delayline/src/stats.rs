@@ -149,6 +149,11 @@ pub struct DirStats {
     /// Longest gap seen between two clock reads while spinning toward a release: the
     /// thread was off its CPU (interrupts, softirqs, steal) for that long.
     pub spin_stall_max_ns: i64,
+    /// Each frame's lateness beyond how late the wait before its round ended: the line's
+    /// own share (receiving, sending, queue work), with the host's late wake-ups taken out.
+    pub own_lateness: Lateness,
+    /// Longest single sendmmsg call (the kernel may run the receiver's stack inline).
+    pub send_call_max_ns: i64,
     /// The bottleneck's counters, when the direction has one.
     pub queue: Option<QueueStats>,
 }
@@ -171,6 +176,8 @@ impl DirStats {
             lateness: Lateness::new(),
             wakeups: Lateness::new(),
             spin_stall_max_ns: 0,
+            own_lateness: Lateness::new(),
+            send_call_max_ns: 0,
             queue: None,
         }
     }
@@ -193,7 +200,8 @@ impl DirStats {
              \"ring_overflows\": {}, \"send_errors\": {}, \"rx_errors\": {}, \"socket_drops\": {}, \
              \"link_tx_drops\": {}, \"reorders_seen\": {}, \"reorder_max_us\": {:.3}, \"lateness_us\": {{\"p50\": {}, \"p99\": {}, \
              \"max\": {:.1}, \"histogram\": [{}]}}, \"lateness_fine_us\": {}, \"wakeup_us\": {{\"count\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {:.1}}}, \
-             \"spin_stall_max_us\": {:.1}, \"queue\": {}}}",
+             \"spin_stall_max_us\": {:.1}, \"own_lateness_us\": {{\"p50\": {}, \"p99\": {}, \"max\": {:.1}}}, \
+             \"send_call_max_us\": {:.1}, \"queue\": {}}}",
             self.rx_frames,
             self.rx_bytes,
             self.tx_frames,
@@ -216,6 +224,10 @@ impl DirStats {
             opt(self.wakeups.quantile_us(0.999)),
             self.wakeups.max_us(),
             self.spin_stall_max_ns as f64 / 1_000.0,
+            opt(self.own_lateness.quantile_us(0.5)),
+            opt(self.own_lateness.quantile_us(0.99)),
+            self.own_lateness.max_us(),
+            self.send_call_max_ns as f64 / 1_000.0,
             self.queue.as_ref().map_or("null".to_string(), |q| q.json())
         )
     }
