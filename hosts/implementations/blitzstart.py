@@ -56,3 +56,6 @@ class Blitzstart(Implementation):
         # Its clients hint, so every connection gets the Blitzstart CC with hint × RTT
         # (the window is checked by the wire tests).
         return Declared(cc=("blitz",), iw=None) if role == "server" else None
+
+
+IMPLEMENTATION = Blitzstart()

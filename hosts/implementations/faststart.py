@@ -61,3 +61,6 @@ class FastStart(Implementation):
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         return loader.node_counters(ctx.instance, node)
+
+
+IMPLEMENTATION = FastStart()

@@ -77,3 +77,6 @@ class JumpStart(Implementation):
     def declares(self, role, params, defaults) -> Declared | None:
         # D = min(rwnd, queued) is the first flight: sized at run time, checked by the wire tests.
         return Declared(cc=(f"js_{params['base_cc']}",), iw=None) if role == "server" else None
+
+
+IMPLEMENTATION = JumpStart()

@@ -143,3 +143,6 @@ class QuickStart(Implementation):
         if role != "server":
             return None
         return Declared(cc=(params["base_cc"], f"qs_{params['base_cc']}"), iw=None)
+
+
+IMPLEMENTATION = QuickStart()
