@@ -9,21 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from config import yamlfile
+from config.plugins import collect
 from config.yamlfile import Fields
 from hosts.implementations.base import ROLES, Declared, Implementation, InstallContext
-from hosts.implementations.blitzstart import Blitzstart
-from hosts.implementations.faststart import FastStart
-from hosts.implementations.jumpstart import JumpStart
-from hosts.implementations.linux_tcp import LinuxTcp
-from hosts.implementations.quic import Quic
-from hosts.implementations.quickstart import QuickStart
 from machine.errors import UserError
 from topologies.endhosts import EndHostDefaults
 
 CATALOGUE_FILE = Path(__file__).with_name("variants.yaml")
 
-IMPLEMENTATIONS: dict[str, Implementation] = {impl.name: impl for impl in (LinuxTcp(), JumpStart(), Blitzstart(), FastStart(),
-                                                                            QuickStart(), Quic())}
+# Every module of hosts/implementations that defines IMPLEMENTATION is a scheme, by its name:
+# adding one is adding its module (and its BPF source beside it, if it has one).
+IMPLEMENTATIONS: dict[str, Implementation] = collect("hosts.implementations", "IMPLEMENTATION")
 
 
 @dataclass

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 BUILD = Path(__file__).resolve().parent.parent / "hosts" / "bpf" / "build.sh"
-SOURCES = sorted(p.name.replace(".bpf.c", ".bpf.o") for p in BUILD.parent.glob("*.bpf.c"))
+# the shared programs and every scheme's congestion controls (beside its Python module)
+FOLDERS = (BUILD.parent, BUILD.parent.parent / "implementations")
+SOURCES = sorted(p.name.replace(".bpf.c", ".bpf.o") for folder in FOLDERS for p in folder.glob("*.bpf.c"))
 
 
 def test_two_builds_at_once_both_succeed(tmp_path: Path) -> None:

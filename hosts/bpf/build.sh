@@ -1,9 +1,12 @@
 #!/bin/sh
-# Builds startlab's BPF objects into target/bpf/ against the running kernel's BTF.
+# Builds startlab's BPF objects into target/bpf/ against the running kernel's BTF: every
+# *.bpf.c here (the shared programs) and in hosts/implementations/ (a scheme's congestion
+# controls, beside its Python module), each into <name>.bpf.o, so a name must be unique.
 # Idempotent and quick: vmlinux.h is regenerated only when the kernel changed, an object
-# only when its source, a header here or vmlinux.h is newer than it.
+# only when its source, a header in either place or vmlinux.h is newer than it.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
+SCHEMES=$(cd "$HERE/../implementations" && pwd)
 OUT=${STARTLAB_BPF_OUT:-$HERE/../../target/bpf}
 BPFTOOL=${BPFTOOL:-$(command -v bpftool || echo /usr/sbin/bpftool)}
 CLANG=${CLANG:-clang}
@@ -20,10 +23,16 @@ if [ ! -s "$OUT/vmlinux.h" ] || [ "$(cat "$OUT/vmlinux.kernel" 2>/dev/null)" != 
     echo "$kernel" > "$OUT/vmlinux.kernel"
 fi
 
+dup=$(for src in "$HERE"/*.bpf.c "$SCHEMES"/*.bpf.c; do basename "$src"; done | sort | uniq -d)
+if [ -n "$dup" ]; then
+    echo "build.sh: BPF sources of the same name in $HERE and $SCHEMES: $dup" >&2
+    exit 1
+fi
+
 arch=$(uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
-for src in "$HERE"/*.bpf.c; do
+for src in "$HERE"/*.bpf.c "$SCHEMES"/*.bpf.c; do
     obj="$OUT/$(basename "$src" .bpf.c).bpf.o"
-    if [ -f "$obj" ] && [ "$obj" -nt "$src" ] && [ -z "$(find "$HERE" -name "*.h" -newer "$obj")" ] \
+    if [ -f "$obj" ] && [ "$obj" -nt "$src" ] && [ -z "$(find "$HERE" "$SCHEMES" -name "*.h" -newer "$obj")" ] \
         && [ "$obj" -nt "$OUT/vmlinux.h" ]; then
         continue
     fi

@@ -1,9 +1,10 @@
 """Loads startlab's BPF objects with bpftool and keeps their per-node settings.
 
 Per emulation instance (one Network), created on first use and removed at teardown:
-  - the congestion controls of hosts/bpf/stl_cc.bpf.c, registered as struct_ops under
-    names carrying the instance prefix ("stl3f_blitz"), so concurrent instances never
-    collide (a congestion control's name is machine-wide);
+  - a scheme's congestion controls, the struct_ops of hosts/implementations/<scheme>.bpf.c
+    (beside its Python module, which asks for them by kind: CongestionControls), registered
+    object by object under names carrying the instance prefix ("stl3f_blitz"), so concurrent
+    instances never collide (a congestion control's name is machine-wide);
   - the sock_ops program of hosts/bpf/stl_sockops.bpf.c, pinned with its maps under
     /sys/fs/bpf/<prefix>/ and attached (multi) to the cgroup v2 root, where it runs for
     every namespace; it acts only on namespaces whose netns cookie is a key of its
@@ -30,39 +31,32 @@ from machine.capabilities import bpffs_mount, cgroup2_mount
 
 HERE = Path(__file__).resolve().parent
 OBJ_DIR = binaries.BPF_OBJECTS
-CC_OBJECT = OBJ_DIR / "stl_cc.bpf.o"
 SOCKOPS_OBJECT = OBJ_DIR / "stl_sockops.bpf.o"
 BPFFS = Path("/sys/fs/bpf")
 MOUNT_MARKER = registry.REGISTRY_DIR / "bpffs.mounted-by-startlab"
 
-CC_PLACEHOLDER = "stlXX"                       # the prefix written in stl_cc.bpf.c's names
-CC_KINDS = ("js_reno", "js_cubic", "blitz", "qs_reno", "qs_cubic", "fs")
+CC_PLACEHOLDER = "stlXX"             # the prefix STL_CC (stl_cc.h) writes in every name
+_CC_PLACEHOLDER_NAME = re.compile(re.escape(CC_PLACEHOLDER.encode()) + rb"_(\w+)\0")
+AVAILABLE_CCS = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 QS_HOST_OBJECT = OBJ_DIR / "stl_qs_host.bpf.o"
 QS_ROUTER_OBJECT = OBJ_DIR / "stl_qs_router.bpf.o"
 QS_SHARED_MAPS = ("stl_qs_hosts", "stl_qs_sent", "stl_qs_recv")
 FAULT_OBJECT = OBJ_DIR / "stl_fault.bpf.o"
 FAULT_FORMAT = "<IIQQ"                          # struct stl_fault (stl_fault.bpf.c)
 
-# struct stl_node_cfg (hosts/bpf/stl_common.h): flags, hint_kbps, tech, sndbuf, cc[16],
-# then the counters the program writes, then fs_mark.
-CFG_FORMAT = "<4I16s9I"
-CFG_SIZE = struct.calcsize(CFG_FORMAT)
+# struct stl_node_cfg (hosts/bpf/stl_common.h): flags, hint_kbps, tech, cwnd_clamp, cc[16],
+# n_accept_opts and accept_opts[ACCEPT_OPTS] (level, optname, value), then the counters
+# the program writes.
+ACCEPT_OPTS = 4
+SOCKOPT_FORMAT = "IIi"
 COUNTERS = ("syns_hinted", "hints_seen", "last_hint_kbps", "last_rtt_us", "last_cwnd", "cc_set", "errors")
-CLIENT_HINT, SERVER_BLITZ, SERVER_JS = 1 << 0, 1 << 1, 1 << 2
+CFG_FORMAT = "<4I16sI" + SOCKOPT_FORMAT * ACCEPT_OPTS + f"{len(COUNTERS)}I"
+CFG_SIZE = struct.calcsize(CFG_FORMAT)
+CLIENT_HINT, SERVER_BLITZ, SERVER_CC = 1 << 0, 1 << 1, 1 << 2
 CLIENT_QS, SERVER_QS = 1 << 3, 1 << 4
 PACE = 1 << 5
-SERVER_FS = 1 << 6
-CWND_CLAMP = 1 << 7
-# Fast Start's settings in a socket's mark (stl_common.h STL_FS_*).
-FS_MARK_TAG, FS_PDROP, FS_FLR = 0x46000000, 1 << 0, 1 << 1
-
-
-def fs_mark(pdrop: bool, flr: bool, dscp: int, generation: int = 0) -> int:
-    """The mark that tells the Fast Start congestion control its settings; `generation`
-    (changed at every install) keeps one run's cache from starting the next."""
-    if not 0 <= dscp < 64 or not 0 <= generation < 256:
-        raise ValueError(f"DSCP {dscp} or generation {generation} out of range")
-    return FS_MARK_TAG | generation << 16 | dscp << 8 | (FS_PDROP if pdrop else 0) | (FS_FLR if flr else 0)
+CWND_CLAMP = 1 << 6
+TCP_BPF_RTO_MIN = 1004            # uapi linux/bpf.h: a socket's RTO floor in microseconds (BPF only)
 
 # struct stl_qs_host (stl_common.h): the rate code, then the counters.
 QS_HOST_FORMAT = "<14I"
@@ -104,48 +98,107 @@ def bpftool(*args: str, as_json: bool = False):
 
 
 # -- per-node configuration (pure, unit-tested) ------------------------------------------
+@dataclass(frozen=True)
+class SockOpt:
+    """A socket option the sock_ops program sets on a node's accepted sockets (an int)."""
+    level: int
+    optname: int
+    value: int
+
+
 @dataclass
 class NodeConfig:
-    """What the sock_ops program does in one namespace (see stl_common.h)."""
+    """What the sock_ops program does in one namespace (see stl_common.h).
+
+    With SERVER_CC, accepted sockets get `accept_opts` in order, then the congestion
+    control `cc`: a scheme that needs no more than that needs no code in the program."""
     flags: int = 0
     hint_kbps: int = 0
     tech: int = 0
-    sndbuf: int = 0
-    cc: str = ""
-    fs_mark: int = 0
     cwnd_clamp: int = 0
+    cc: str = ""
+    accept_opts: tuple[SockOpt, ...] = ()
 
     def pack(self) -> bytes:
         name = self.cc.encode()
         if len(name) >= 16:
             raise ValueError(f"congestion control name '{self.cc}' is longer than 15 bytes")
-        return struct.pack(CFG_FORMAT, self.flags, self.hint_kbps, self.tech, self.sndbuf, name,
-                           *([0] * 7), self.fs_mark, self.cwnd_clamp)
+        if len(self.accept_opts) > ACCEPT_OPTS:
+            raise ValueError(f"{len(self.accept_opts)} socket options for accepted sockets, at most {ACCEPT_OPTS}")
+        opts = [*self.accept_opts, *[SockOpt(0, 0, 0)] * (ACCEPT_OPTS - len(self.accept_opts))]
+        return struct.pack(CFG_FORMAT, self.flags, self.hint_kbps, self.tech, self.cwnd_clamp, name,
+                           len(self.accept_opts), *(f for o in opts for f in (o.level, o.optname, o.value)),
+                           *([0] * len(COUNTERS)))
 
 
 def unpack_counters(value: bytes) -> dict[str, int]:
     """The counters of a stl_nodes value, by name."""
     fields = struct.unpack(CFG_FORMAT, value[:CFG_SIZE])
-    return dict(zip(COUNTERS, fields[5:5 + len(COUNTERS)]))
+    return dict(zip(COUNTERS, fields[-len(COUNTERS):]))
 
 
+# -- congestion controls (naming pure, unit-tested) ---------------------------------------
 def cc_name(instance: registry.Instance, kind: str) -> str:
     """The registered name of congestion control `kind` for this instance."""
-    if kind not in CC_KINDS:
-        raise ValueError(f"unknown congestion control kind '{kind}'")
     if len(instance.prefix) != len(CC_PLACEHOLDER):
         raise BpfError(f"instance prefix '{instance.prefix}' does not fit the placeholder '{CC_PLACEHOLDER}'")
     return f"{instance.prefix}_{kind}"
 
 
+def cc_kinds(obj: bytes) -> list[str]:
+    """The kinds of congestion control an object declares: its placeholder names (STL_CC)."""
+    return [m.decode() for m in _CC_PLACEHOLDER_NAME.findall(obj)]
+
+
 def rename_ccs(obj: bytes, prefix: str) -> bytes:
     """The object with every placeholder name rewritten to carry `prefix` (same length)."""
-    for kind in CC_KINDS:
+    kinds = cc_kinds(obj)
+    if not kinds:
+        raise BpfError(f"no congestion control named '{CC_PLACEHOLDER}_<kind>' in the object")
+    for kind in kinds:
         old = f"{CC_PLACEHOLDER}_{kind}\0".encode()
         if obj.count(old) != 1:
-            raise BpfError(f"{CC_OBJECT.name}: expected the name '{old[:-1].decode()}' exactly once")
+            raise BpfError(f"expected the name '{old[:-1].decode()}' exactly once in the object")
         obj = obj.replace(old, f"{prefix}_{kind}\0".encode())
     return obj
+
+
+def available_ccs() -> list[str]:
+    """The congestion controls the kernel knows: a registered struct_ops is listed by name."""
+    return AVAILABLE_CCS.read_text().split()
+
+
+@dataclass(frozen=True)
+class CongestionControls:
+    """One scheme's congestion controls: the struct_ops of hosts/implementations/<scheme>.bpf.c,
+    built to target/bpf/<scheme>.bpf.o and registered for an instance when first asked for.
+    The kinds are what the object declares, so nothing lists them a second time."""
+    scheme: str
+
+    @property
+    def object(self) -> Path:
+        return OBJ_DIR / f"{self.scheme}.bpf.o"
+
+    def name(self, instance: registry.Instance, kind: str) -> str:
+        """The instance's name of congestion control `kind` of this object, registering the
+        object first if this instance has not yet (all of its kinds at once)."""
+        name = cc_name(instance, kind)
+        registered = name in available_ccs()
+        if not registered:
+            build()
+        kinds = cc_kinds(self.object.read_bytes())
+        if kind not in kinds:
+            raise ValueError(f"{self.object.name} declares no congestion control '{kind}' "
+                             f"(it has: {', '.join(kinds)})")
+        if not registered:
+            register_ccs(instance, self.object)
+        return name
+
+
+def congestion_controls(module_file: str) -> CongestionControls:
+    """The congestion controls of the scheme whose Python module is `module_file`
+    (its __file__): the BPF source of the same name beside it."""
+    return CongestionControls(Path(module_file).name.removesuffix(".py"))
 
 
 def _hex(data: bytes) -> list[str]:
@@ -182,8 +235,30 @@ def loaded(instance: registry.Instance) -> bool:
     return (pin_dir(instance) / "sockops").exists()
 
 
+def register_ccs(instance: registry.Instance, obj: Path) -> None:
+    """Register the congestion controls of `obj` under the instance's names; each struct_ops
+    is recorded for removal as soon as it exists."""
+    original = obj.read_bytes()
+    kinds = cc_kinds(original)
+    renamed = Path(instance.path).with_suffix(f".{obj.name}")
+    renamed.write_bytes(rename_ccs(original, instance.prefix))
+    try:
+        out = bpftool("struct_ops", "register", str(renamed))
+    finally:
+        renamed.unlink(missing_ok=True)
+    ids = re.findall(r"Registered \S+ (\S+) id (\d+)", out)
+    for map_name, ident in ids:
+        instance.add_undo([bpftool_path(), "struct_ops", "unregister", "id", ident],
+                          f"struct_ops {map_name} ({ident})")
+    available = available_ccs()
+    missing = [cc_name(instance, k) for k in kinds if cc_name(instance, k) not in available]
+    if len(ids) != len(kinds) or missing:
+        raise BpfError(f"struct_ops registration of {obj.name} incomplete (bpftool said: {out.strip()}; "
+                       f"missing {missing})")
+
+
 def ensure_loaded(instance: registry.Instance) -> Path:
-    """Register the congestion controls and attach the sock_ops program, once per instance."""
+    """Attach the sock_ops program, once per instance."""
     pins = pin_dir(instance)
     if loaded(instance):
         return pins
@@ -194,20 +269,6 @@ def ensure_loaded(instance: registry.Instance) -> Path:
     ensure_bpffs(instance)
     pins.mkdir(exist_ok=True)
     instance.add_undo(["rm", "-rf", "--one-file-system", str(pins)], f"pins {pins}")
-    renamed = Path(instance.path).with_suffix(".cc.bpf.o")
-    renamed.write_bytes(rename_ccs(CC_OBJECT.read_bytes(), instance.prefix))
-    try:
-        out = bpftool("struct_ops", "register", str(renamed))
-    finally:
-        renamed.unlink(missing_ok=True)
-    ids = re.findall(r"Registered \S+ (\S+) id (\d+)", out)
-    for map_name, ident in ids:
-        instance.add_undo([bpftool_path(), "struct_ops", "unregister", "id", ident],
-                          f"struct_ops {map_name} ({ident})")
-    available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
-    missing = [cc_name(instance, k) for k in CC_KINDS if cc_name(instance, k) not in available]
-    if len(ids) != len(CC_KINDS) or missing:
-        raise BpfError(f"struct_ops registration incomplete (bpftool said: {out.strip()}; missing {missing})")
     bpftool("prog", "load", str(SOCKOPS_OBJECT), str(pins / "sockops"), "type", "sockops",
             "pinmaps", str(pins))
     bpftool("cgroup", "attach", cgroup, "sock_ops", "pinned", str(pins / "sockops"), "multi")

@@ -17,31 +17,32 @@
 /* stl_node_cfg.flags */
 #define STL_CLIENT_HINT (1u << 0) /* write the hint option on our SYNs */
 #define STL_SERVER_BLITZ (1u << 1) /* read the hint from SYNs, blitz-start the socket */
-#define STL_SERVER_JS (1u << 2)    /* give accepted sockets the Jump Start CC */
+#define STL_SERVER_CC (1u << 2)    /* accepted sockets get cfg.accept_opts, then cfg.cc */
 #define STL_CLIENT_QS (1u << 3)    /* echo Quick-Start requests in TCP option 27 */
 #define STL_SERVER_QS (1u << 4)    /* check echoes, start approved sockets with cfg.cc */
 #define STL_PACE (1u << 5)         /* kernel pacing for every connection (linux-tcp pacing) */
-#define STL_SERVER_FS (1u << 6)    /* TCP Fast Start: accepted sockets get cfg.cc with cfg.fs_mark */
-#define STL_CWND_CLAMP (1u << 7)   /* every connection's cwnd is clamped to cfg.cwnd_clamp segments */
-
-/* ---- TCP Fast Start (Padmanabhan & Katz) ----
- * The sock_ops program hands the congestion control its per-node settings in the socket's
- * mark (SO_MARK, set just before TCP_CONGESTION, so init reads it):
- *   STL_FS_MARK_TAG | generation << 16 | dscp << 8 | flags.
- * The generation changes with every install: cache entries of an earlier run never match. */
-#define STL_FS_MARK_TAG 0x46000000u  /* "F" */
-#define STL_FS_MARK_MASK 0xff000000u
-#define STL_FS_PDROP (1u << 0)       /* mark fast start packets (all but the first) low priority */
-#define STL_FS_FLR (1u << 1)         /* quick recovery: fine reset timer, no penalty for their loss */
+#define STL_CWND_CLAMP (1u << 6)   /* every connection's cwnd is clamped to cfg.cwnd_clamp segments */
 
 #define STL_CC_NAME_LEN 16
+
+/* A socket option set on accepted sockets (bpf_setsockopt with an int value). */
+struct stl_sockopt {
+	__u32 level;
+	__u32 optname;
+	__s32 value;
+};
+#define STL_ACCEPT_OPTS 4
 
 struct stl_node_cfg {
 	__u32 flags;
 	__u32 hint_kbps;      /* client: the hint to send */
 	__u32 tech;           /* client: access-technology code (low 8 bits sent) */
-	__u32 sndbuf;         /* server: SO_SNDBUF for accepted sockets (0 = kernel's) */
+	__u32 cwnd_clamp;     /* with STL_CWND_CLAMP: the sender's largest window, in segments */
 	char cc[STL_CC_NAME_LEN]; /* server: congestion control for accepted sockets */
+	/* With STL_SERVER_CC: set on accepted sockets in this order before cfg.cc (a send
+	 * buffer, a mark the congestion control's init reads, an RTO floor, ...). */
+	__u32 n_accept_opts;
+	struct stl_sockopt accept_opts[STL_ACCEPT_OPTS];
 	/* Written by the program (observability, read by tests and the loader). */
 	__u32 syns_hinted;    /* client: SYNs that carried the option */
 	__u32 hints_seen;     /* server: accepted sockets whose SYN carried the option */
@@ -50,8 +51,6 @@ struct stl_node_cfg {
 	__u32 last_cwnd;      /* server: initial cwnd set for it (segments) */
 	__u32 cc_set;         /* server: sockets given cfg.cc */
 	__u32 errors;         /* any helper call that failed */
-	__u32 fs_mark;        /* server, Fast Start: the settings handed to the CC (see above) */
-	__u32 cwnd_clamp;     /* with STL_CWND_CLAMP: the sender's largest window, in segments */
 };
 
 /* ---- Quick-Start (RFC 4782; the codec is analysis/quickstart.py) ---- */

@@ -9,15 +9,15 @@
  *  - Blitzstart server: saves the SYN of its listeners, and when a connection is
  *    accepted reads the hint, sets cwnd = hint x handshake RTT and hands the socket
  *    to the Blitzstart congestion control (which sets ssthresh and the pacing).
- *  - Jump Start server: gives accepted sockets the Jump Start congestion control and
- *    a send buffer large enough that the whole response can be queued before the
- *    first segment leaves (D is what is queued then).
+ *  - A server of a scheme that only hands accepted sockets its congestion control
+ *    (STL_SERVER_CC: Jump Start, Fast Start, ...): the socket options the node's entry
+ *    lists, in order (Jump Start's send buffer, large enough that the whole response
+ *    can be queued before the first segment leaves; Fast Start's settings in the
+ *    socket's mark, which its congestion control's init reads, and with quick
+ *    recovery a fine-grained RTO floor), then the congestion control cfg.cc.
  *  - Paced kernel TCP: gives every connection a maximum pacing rate, which turns on the
  *    kernel's internal pacing (at tcp_pacing_ss_ratio / tcp_pacing_ca_ratio of cwnd/RTT;
  *    the cap itself, ~34 Gbit/s, never binds).
- *  - Fast Start server: hands accepted sockets the Fast Start congestion control, its
- *    settings in the socket's mark (set first: the CC's init reads it) and, with quick
- *    recovery, a fine-grained RTO floor.
  *  - Quick-Start client: echoes the request its SYN-ACK arrived with (recorded by the
  *    tc program stl_qs_receiver) in TCP option 27 on the handshake's ACK.
  *  - Quick-Start server: checks that echo against the request its tc program
@@ -35,12 +35,7 @@
 #include "stl_qs_maps.h"
 
 #define SOL_SOCKET 1
-#define SO_SNDBUF 7
 #define SO_MAX_PACING_RATE 47
-#define SO_MARK 36
-#define TCP_BPF_RTO_MIN 1004    /* uapi bpf.h: the socket's RTO floor, microseconds */
-/* Fast Start's fine-grained reset timer: with this floor the RTO is srtt + 4·rttvar. */
-#define STL_FS_RTO_MIN_US 10000   /* the kernel accepts no floor below two jiffies */
 /* A 32-bit ~0 means "unlimited" (no pacing) to the kernel; one less is a real cap. */
 #define STL_PACING_CAP 0xfffffffeu
 #define SOL_TCP 6
@@ -148,27 +143,18 @@ static __always_inline void blitz_accept(struct bpf_sock_ops *skops, struct stl_
 		__sync_fetch_and_add(&cfg->cc_set, 1);
 }
 
-static __always_inline void fs_accept(struct bpf_sock_ops *skops, struct stl_node_cfg *cfg)
+/* STL_SERVER_CC: the node's socket options, then its congestion control. */
+static __always_inline void cc_accept(struct bpf_sock_ops *skops, struct stl_node_cfg *cfg)
 {
-	int mark = cfg->fs_mark, rto_min = STL_FS_RTO_MIN_US;
+	__u32 i, n = cfg->n_accept_opts;
+	int value;
 
-	if (bpf_setsockopt(skops, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)))
-		__sync_fetch_and_add(&cfg->errors, 1);
-	if ((cfg->fs_mark & STL_FS_FLR) &&
-	    bpf_setsockopt(skops, SOL_TCP, TCP_BPF_RTO_MIN, &rto_min, sizeof(rto_min)))
-		__sync_fetch_and_add(&cfg->errors, 1);
-	if (bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, cfg->cc, STL_CC_NAME_LEN))
-		__sync_fetch_and_add(&cfg->errors, 1);
-	else
-		__sync_fetch_and_add(&cfg->cc_set, 1);
-}
-
-static __always_inline void js_accept(struct bpf_sock_ops *skops, struct stl_node_cfg *cfg)
-{
-	int sndbuf = cfg->sndbuf;
-
-	if (sndbuf && bpf_setsockopt(skops, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)))
-		__sync_fetch_and_add(&cfg->errors, 1);
+	for (i = 0; i < STL_ACCEPT_OPTS && i < n; i++) {
+		value = cfg->accept_opts[i].value;
+		if (bpf_setsockopt(skops, cfg->accept_opts[i].level, cfg->accept_opts[i].optname,
+				   &value, sizeof(value)))
+			__sync_fetch_and_add(&cfg->errors, 1);
+	}
 	if (bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, cfg->cc, STL_CC_NAME_LEN))
 		__sync_fetch_and_add(&cfg->errors, 1);
 	else
@@ -349,12 +335,10 @@ int stl_sockops(struct bpf_sock_ops *skops)
 	if (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 		if (cfg->flags & STL_SERVER_BLITZ)
 			blitz_accept(skops, cfg);
-		else if (cfg->flags & STL_SERVER_JS)
-			js_accept(skops, cfg);
 		else if (cfg->flags & STL_SERVER_QS)
 			qs_server_accept(skops, cfg);
-		else if (cfg->flags & STL_SERVER_FS)
-			fs_accept(skops, cfg);
+		else if (cfg->flags & STL_SERVER_CC)
+			cc_accept(skops, cfg);
 	}
 	return 1;
 }

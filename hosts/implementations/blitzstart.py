@@ -21,6 +21,9 @@ from hosts.implementations.jumpstart import (IRW_DEFAULT, RCVBUF_DEFAULT, open_r
                                              restore_receive_window)
 from wire.blitzstart import TECHNOLOGIES, hint_kbps
 
+CCS = loader.congestion_controls(__file__)
+
+
 class Blitzstart(Implementation):
     name = "blitzstart"
     summary = "Blitzstart: the client hints its bandwidth on the SYN; the server starts at hint × RTT"
@@ -39,7 +42,7 @@ class Blitzstart(Implementation):
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         if role == "server":
-            config = loader.NodeConfig(flags=loader.SERVER_BLITZ, cc=loader.cc_name(ctx.instance, "blitz"))
+            config = loader.NodeConfig(flags=loader.SERVER_BLITZ, cc=CCS.name(ctx.instance, "blitz"))
         else:
             kbps = int(params["hint_kbps"]) or hint_kbps(ctx.rate_bps, float(params["factor"]))
             config = loader.NodeConfig(flags=loader.CLIENT_HINT, hint_kbps=kbps,
@@ -56,3 +59,6 @@ class Blitzstart(Implementation):
         # Its clients hint, so every connection gets the Blitzstart CC with hint × RTT
         # (the window is checked by the wire tests).
         return Declared(cc=("blitz",), iw=None) if role == "server" else None
+
+
+IMPLEMENTATION = Blitzstart()

@@ -3,8 +3,8 @@ the recent past instead of slow-starting after an idle period, with drop priorit
 optimistic packets and quick recovery when the cache was stale.
 
 Server (the sender; the paper's scheme is sender-only): the kernel's NewReno (Reno without
-SACK, §4) from `iw`, with the Fast Start congestion control of hosts/bpf/stl_cc.bpf.c
-(stl_fs): the per-connection and per-destination cache of cwnd and ssthresh, the restart
+SACK, §4) from `iw`, with the Fast Start congestion control fs of faststart.bpf.c (beside
+this module): the per-connection and per-destination cache of cwnd and ssthresh, the restart
 window after idle (§3.3.2), its pacing over one srtt (§3.3.3), the low-priority marking of
 the fast start packets but the first (§3.3.1, `pdrop`) and the no-penalty fallback with a
 fine-grained reset timer (§3.3.4, `flr`). For new connections the kernel's per-destination
@@ -17,6 +17,7 @@ it only changes anything for marked packets.
 from __future__ import annotations
 
 import itertools
+import socket
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
@@ -24,7 +25,30 @@ from hosts.implementations.linux_tcp import LinuxTcp
 from machine.shell import check_cmd
 
 AF13 = 14                      # RFC 2597: class AF1, drop precedence 3 (high)
+CCS = loader.congestion_controls(__file__)
+# The settings travel to the congestion control in the socket's mark (faststart.bpf.c STL_FS_*).
+FS_MARK_TAG, FS_PDROP, FS_FLR = 0x46000000, 1 << 0, 1 << 1
+# Quick recovery's fine-grained reset timer: with this RTO floor the timeout is srtt + 4·rttvar
+# (the kernel accepts no floor below two jiffies).
+RTO_MIN_US = 10_000
 _generation = itertools.count(1)
+
+
+def fs_mark(pdrop: bool, flr: bool, dscp: int, generation: int = 0) -> int:
+    """The mark that tells the Fast Start congestion control its settings; `generation`
+    (changed at every install) keeps one run's cache from starting the next."""
+    if not 0 <= dscp < 64 or not 0 <= generation < 256:
+        raise ValueError(f"DSCP {dscp} or generation {generation} out of range")
+    return FS_MARK_TAG | generation << 16 | dscp << 8 | (FS_PDROP if pdrop else 0) | (FS_FLR if flr else 0)
+
+
+def accept_opts(mark: int) -> tuple[loader.SockOpt, ...]:
+    """What accepted sockets get before the congestion control: the mark its init reads and,
+    with quick recovery, the fine-grained RTO floor."""
+    opts = [loader.SockOpt(socket.SOL_SOCKET, socket.SO_MARK, mark)]
+    if mark & FS_FLR:
+        opts.append(loader.SockOpt(socket.IPPROTO_TCP, loader.TCP_BPF_RTO_MIN, RTO_MIN_US))
+    return tuple(opts)
 
 
 class FastStart(Implementation):
@@ -44,10 +68,10 @@ class FastStart(Implementation):
         LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "reno", "iw": params["iw"],
                                                            "sack": params["sack"]}), ctx)
         check_cmd(node, "sysctl -qw net.ipv4.tcp_no_metrics_save=0")
-        mark = loader.fs_mark(params["pdrop"], params["flr"], int(params["dscp"]), next(_generation) & 0xff)
-        loader.set_node(ctx.instance, node, loader.NodeConfig(flags=loader.SERVER_FS,
-                                                              cc=loader.cc_name(ctx.instance, "fs"),
-                                                              fs_mark=mark))
+        mark = fs_mark(params["pdrop"], params["flr"], int(params["dscp"]), next(_generation) & 0xff)
+        config = loader.NodeConfig(flags=loader.SERVER_CC, cc=CCS.name(ctx.instance, "fs"),
+                                   accept_opts=accept_opts(mark))
+        loader.set_node(ctx.instance, node, config)
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         loader.clear_node(ctx.instance, node)
@@ -61,3 +85,6 @@ class FastStart(Implementation):
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         return loader.node_counters(ctx.instance, node)
+
+
+IMPLEMENTATION = FastStart()

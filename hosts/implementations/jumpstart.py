@@ -1,8 +1,8 @@
 """Jump Start (Liu, Allman, Jin, Wang, PFLDnet 2007): no slow start at all.
 
 Server (the sender): accepted sockets get the Jump Start congestion control of
-hosts/bpf/stl_cc.bpf.c over the kernel's Reno or CUBIC — D = min(receiver's window,
-data queued) segments paced over the handshake RTT, ended by the first ACK of new
+jumpstart.bpf.c (beside this module) over the kernel's Reno or CUBIC — D = min(receiver's
+window, data queued) segments paced over the handshake RTT, ended by the first ACK of new
 data; a loss among those segments halves cwnd and, when recovery ends, cuts it to
 half of what the first round delivered. The socket also gets a send buffer large
 enough that the whole response is queued before the first segment leaves (otherwise
@@ -13,6 +13,8 @@ that the advertised window does not cap D (the defaults cap it near 64 KB).
 """
 from __future__ import annotations
 
+import socket
+
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from topologies import endhosts
@@ -21,6 +23,7 @@ from machine.shell import check_cmd
 SAVED = "_stl_rwnd_saved"          # attribute on the Mininet node: what install changed
 RCVBUF_DEFAULT = 8 << 20
 IRW_DEFAULT = 2000
+CCS = loader.congestion_controls(__file__)
 
 
 def open_receive_window(node, ctx: InstallContext, rcvbuf: int, irw: int) -> None:
@@ -62,8 +65,9 @@ class JumpStart(Implementation):
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         if role == "server":
-            config = loader.NodeConfig(flags=loader.SERVER_JS, sndbuf=int(params["sndbuf"]),
-                                       cc=loader.cc_name(ctx.instance, f"js_{params['base_cc']}"))
+            sndbuf = loader.SockOpt(socket.SOL_SOCKET, socket.SO_SNDBUF, int(params["sndbuf"]))
+            config = loader.NodeConfig(flags=loader.SERVER_CC, accept_opts=(sndbuf,),
+                                       cc=CCS.name(ctx.instance, f"js_{params['base_cc']}"))
             loader.set_node(ctx.instance, node, config)
             return
         open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))
@@ -77,3 +81,6 @@ class JumpStart(Implementation):
     def declares(self, role, params, defaults) -> Declared | None:
         # D = min(rwnd, queued) is the first flight: sized at run time, checked by the wire tests.
         return Declared(cc=(f"js_{params['base_cc']}",), iw=None) if role == "server" else None
+
+
+IMPLEMENTATION = JumpStart()

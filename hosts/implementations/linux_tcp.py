@@ -60,3 +60,6 @@ class LinuxTcp(Implementation):
 
     def declares(self, role, params, defaults) -> Declared | None:
         return Declared(cc=(params["cc"],), iw=int(params["iw"])) if role == "server" else None
+
+
+IMPLEMENTATION = LinuxTcp()

@@ -95,3 +95,6 @@ def udp_payload_checked(mtu: int) -> int:
     if size < 1200:
         raise RuntimeError(f"an MTU of {mtu} bytes leaves {size}-byte datagrams, below QUIC's 1200-byte minimum")
     return size
+
+
+IMPLEMENTATION = Quic()

@@ -7,7 +7,7 @@ access_mbps) or `link` (the largest code not above the path's bottleneck rate, a
 Linux paper's q = 5.12 Mbit/s on its 10 Mbit/s path). When the handshake's ACK comes
 back, the sock_ops program checks the echo (TTL diff, nonce, rate); an approved socket
 starts with Equation 1's window paced at the approved rate for one RTT, ssthresh kept,
-then the kernel's Reno or CUBIC (stl_qs_* in stl_cc.bpf.c). Connections whose request
+then the kernel's Reno or CUBIC (qs_* in quickstart.bpf.c, beside this module). Connections whose request
 was not approved keep the namespace's congestion control and initial window (base_cc,
 iw): plain slow start, the baseline of the same variant.
 
@@ -32,6 +32,7 @@ from machine.shell import check_cmd
 from wire.quickstart import bps_to_code
 
 POLICIES = ("link", "access", "fixed")
+CCS = loader.congestion_controls(__file__)
 
 
 def node_interface(node) -> tuple[str, str]:
@@ -107,7 +108,7 @@ class QuickStart(Implementation):
         intf, ip = node_interface(node)
         if role == "server":
             LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": params["base_cc"], "iw": params["iw"]}), ctx)
-            cc = loader.cc_name(inst, f"qs_{params['base_cc']}")
+            cc = CCS.name(inst, f"qs_{params['base_cc']}")
             loader.set_node(inst, node, loader.NodeConfig(flags=loader.SERVER_QS, cc=cc))
             loader.qs_set_host(inst, ip, request_code(params["request"], params, ctx.rate_bps))
             loader.tc_attach(node, intf, "egress", loader.qs_host_program(inst, "server"))
@@ -143,3 +144,6 @@ class QuickStart(Implementation):
         if role != "server":
             return None
         return Declared(cc=(params["base_cc"], f"qs_{params['base_cc']}"), iw=None)
+
+
+IMPLEMENTATION = QuickStart()
