@@ -330,16 +330,29 @@ class NetemDelay(DelayBackend):
                 "a_to_b": {"drops": ab}, "b_to_a": {"drops": ba}}
 
 
+def cpu_plan(cpus: list[int], uses_line: bool) -> tuple[list[int], int | None]:
+    """(the CPUs whose backlogs take the path's receive work, the delay line's own CPU).
+
+    A frame the line sends into a veth is received by the kernel at once, on the sending CPU,
+    when the next hop's RPS CPU is that CPU: the line's thread then runs that CPU's whole
+    backlog (routers, queues, the endpoints' stacks) inside its send call, tens of ms under
+    a flood. With two CPUs or more the line gets the last to itself and every RPS mask
+    points elsewhere, so its sends only enqueue. With one, it shares it (and that shows as
+    its own lateness)."""
+    if uses_line and len(cpus) >= 2:
+        return list(cpus[:-1]), cpus[-1]
+    return list(cpus), None
+
+
 class DelayLine(DelayBackend):
     """The userspace AF_PACKET delay line (links/delayline) in the core node.
 
     Order is kept by single-CPU RPS masks on the core's interfaces (frames then always
-    enter one backlog), not by pinning: on a machine shared with other CPU-bound work a
-    pinned thread must wait for its one CPU, which costs milliseconds of lateness.
-    `cpus` pins the a→b and b→a threads anyway where a machine is reserved for the run.
-    The threads run SCHED_FIFO (priority `rt_priority`, 0 = normal scheduling) so that a
-    release is not delayed by a time slice of another process; they never spin longer
-    than 100 µs, so they cannot monopolise a CPU.
+    enter one backlog). `cpus` pins the a→b and b→a threads: the network builder gives
+    them a CPU no RPS mask points at (`cpu_plan`), so that sending a frame never runs the
+    receive path of the next hop inline. The threads run SCHED_FIFO (priority
+    `rt_priority`, 0 = normal scheduling), so the pinned CPU is theirs whenever they need
+    it; they never spin longer than the measured spin window, so they cannot monopolise it.
     """
     name = "delayline"
 
@@ -349,9 +362,11 @@ class DelayLine(DelayBackend):
         if found is None:
             raise UserError(f"the delay line is not built; {BUILD_HINT}")
         self.binary = found
-        self.cpus = cpus
-        # The first CPU this process may use (a lane's own, in lanes): its frames' backlog.
-        self.rps_cpu = own_cpus()[0] if rps_cpu is None else rps_cpu
+        # By default the CPU plan of this process's CPUs (a lane's own, in lanes): the line's
+        # threads on a CPU of their own, its frames' backlog on another (cpu_plan).
+        stack, line = cpu_plan(own_cpus(), True)
+        self.cpus = cpus if cpus is not None else ((line, line) if line is not None else None)
+        self.rps_cpu = stack[0] if rps_cpu is None else rps_cpu
         self.rt_priority = rt_priority
         # The spin window measured for this host (links/hostfit.py); none: the binary's
         # defaults, the old fixed constants.

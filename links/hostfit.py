@@ -193,9 +193,13 @@ def lateness_cause(monitor: HostTiming | None, delay_stats: list[dict]) -> str:
     own = (f"the line's own work p99 {own_p99} µs, its timer wake-ups p99 {line_p99} µs, longest stall "
            f"while spinning {stall / 1000:.1f} ms, longest send {send / 1000:.1f} ms")
     measured_own = any("own_lateness_us" in s for s in delay_stats)
-    if measured_own and own_p99 > LATE_P99_US:
+    # The line's own CPU as the calibration would judge it: its timer wake-ups and stalls,
+    # and the monitor's beside it. Own work is the line's fault only on a CPU that was fit.
+    cpu_fit = (line_p99 <= HOST_WAKEUP_P99_US and stall <= LATE_P99_US
+               and (monitor is None or (monitor.timer_wakeup_us.get("p99") or 0) <= HOST_WAKEUP_P99_US))
+    if measured_own and own_p99 > LATE_P99_US and cpu_fit:
         return f" ({own}): {LINE_ITSELF_LATE}"
-    if measured_own or line_p99 > HOST_WAKEUP_P99_US or stall > LATE_P99_US:
+    if measured_own or not cpu_fit:
         host = f"; {monitor.describe()}" if monitor is not None else ""
         return f": the host woke or kept the line late ({own}{host})"
     if monitor is None:

@@ -99,6 +99,10 @@ def test_lateness_is_put_on_the_host_only_where_something_measured_it_late():
     assert flag.endswith(hostfit.LINE_ITSELF_LATE) and "own work p99 1400 µs" in flag and "longest send 1.3 ms" in flag
     woke_late = dict(own_work, own_lateness_us={"p99": 120}, wakeup_us={"p99": 2100})
     assert "host woke or kept the line late" in hostfit.delay_flags(QUIET, [woke_late])[0]
+    # Own work late on a CPU whose wake-ups were late too (the line's p99 above 500 µs): the
+    # calibration would call that CPU unfit, so it is the host's.
+    busy_cpu = dict(own_work, wakeup_us={"p99": 633})
+    assert "host woke or kept the line late" in hostfit.delay_flags(QUIET, [busy_cpu])[0]
     # A line that does not split its lateness (an older build): judged by the monitor alone.
     unsplit = {"lateness_us": {"p99": 1500}}
     assert hostfit.delay_flags(QUIET, [unsplit])[0].endswith(hostfit.LINE_ITSELF_LATE)

@@ -63,6 +63,9 @@ class Network:
         self.net: Mininet | None = None
         self.delays: list[tuple[str, delay.DelayBackend]] = []
         self.queues: list[Queue] = []
+        # Where the path's receive work and the delay line run (links.delay.cpu_plan).
+        self.stack_cpus: list[int] = own_cpus()
+        self.line_cpu: int | None = None
         self.delay_stats: list[dict] = []
         self.timings: dict[str, float] = {}
         # The emulator's timing parameters: from this host's calibration unless given
@@ -103,6 +106,11 @@ class Network:
                                 f"element, not {preference}")
             preference = self.shaper.delay_backend
         backends = [delay.choose_backend(preference) for _ in range(TOPOLOGIES[self.profile.topology] - 1)]
+        self.stack_cpus, self.line_cpu = delay.cpu_plan(own_cpus(), any(isinstance(e, delay.DelayLine)
+                                                                         for e in backends))
+        for element in backends:
+            if isinstance(element, delay.DelayLine) and self.line_cpu is not None:
+                element.cpus, element.rps_cpu = (self.line_cpu, self.line_cpu), self.stack_cpus[0]
         if self.tuning is None:
             self.tuning = tuning_for(host.current())
         for element in backends:
@@ -210,6 +218,7 @@ class Network:
             "end_hosts": self.defaults.as_dict(),
             "pair_rtts_ms": {f"cl{i}-sv{j}": rtt for (i, j), rtt in sorted(self.pair_rtts_ms.items())},
             "emulator_tuning": self.tuning.as_record() if self.tuning else None,
+            "cpus": {"receive_work": self.stack_cpus, "delay_line": self.line_cpu},
         }
 
     def host_flags(self, what: str = "all") -> list[str]:
@@ -296,7 +305,7 @@ class Network:
         shares the per-packet work of high rates between two cores. The CPUs are those this
         process may use, so a lane's packets are handled on the lane's own CPUs.
         """
-        cpus = own_cpus()               # a lane's CPUs when it runs in one (machine/cpuset.py)
+        cpus = self.stack_cpus          # a lane's CPUs in lanes, less the delay line's own
         n = self.names
         client_side = (n.client(""), n.switch("client") + "-", n.router(1) + "-", n.core_intf(1, "client"))
         return cpus[0] if intf.startswith(client_side) else cpus[-1]

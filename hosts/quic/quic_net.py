@@ -28,10 +28,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from machine.host import HostMonitor
+from links.delay import cpu_plan, summarize
+from links.hostfit import delay_flags, rate_flags, tuning_for
+from machine import host
+from machine.cpuset import own_cpus
+from machine.host import DELAYLINE_RT_PRIORITY, HostMonitor
 from wire import pcap
-from links.delay import summarize
-from links.hostfit import delay_flags, rate_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = ROOT / "target" / "release"
@@ -83,6 +85,7 @@ class QuicNet:
         self.if_s0, self.if_m0, self.if_m1, self.if_c0 = f"{t}s0", f"{t}m0", f"{t}m1", f"{t}c0"
         self.procs: list[subprocess.Popen] = []
         self.delayline: subprocess.Popen | None = None
+        self.stack_cpus, self.line_cpu = cpu_plan(own_cpus(), True)
         self.own_workdir = spec.workdir is None
         self.workdir = spec.workdir or Path(tempfile.mkdtemp(prefix=f"{t}-"))
         # The host monitor over the path's life; after exit, `host_flags` holds its verdict
@@ -128,7 +131,8 @@ class QuicNet:
                         "tx-udp-segmentation", off), check=False)
             # One receive CPU per veth: frames sent from two CPUs could otherwise overtake
             # each other in veth's per-CPU backlogs.
-            run(self.ns(n, "sh", "-c", f"for q in /sys/class/net/{i}/queues/rx-*; do echo 1 > $q/rps_cpus; done"))
+            run(self.ns(n, "sh", "-c", f"for q in /sys/class/net/{i}/queues/rx-*; do "
+                                       f"echo {1 << self.stack_cpus[0]:x} > $q/rps_cpus; done"))
             run(self.ns(n, "ip", "link", "set", i, "up"))
         run(self.ns(self.ns_server, "ip", "addr", "add", f"{SERVER_IP}/24", "dev", self.if_s0))
         run(self.ns(self.ns_client, "ip", "addr", "add", f"{CLIENT_IP}/24", "dev", self.if_c0))
@@ -161,11 +165,15 @@ class QuicNet:
             raise RuntimeError(f"{DELAYLINE_BIN} is not built (cargo build --release)")
         one_way_us = round(self.spec.rtt_ms * 1e3 / 2)
         ring = max(64 << 20, int(1.5 * (self.spec.rate_bps or 1e9) * self.spec.rtt_ms / 1e3 / 8) * 2)
+        # As the dumbbell's line: its own CPU where there are two (links.delay.cpu_plan), the
+        # spin window measured for this host, SCHED_FIFO.
+        pin = ["--cpu-a", str(self.line_cpu), "--cpu-b", str(self.line_cpu)] if self.line_cpu is not None else []
         self.delayline = subprocess.Popen(
             self.ns(self.ns_mid, str(DELAYLINE_BIN), "--if-a", self.if_m0, "--if-b", self.if_m1,
                     "--delay-ab-us", str(one_way_us), "--delay-ba-us", str(one_way_us),
                     "--ring-ab-bytes", str(ring), "--ring-ba-bytes", str(ring),
-                    "--stats", str(self.workdir / "delayline.json")),
+                    "--stats", str(self.workdir / "delayline.json"), *pin,
+                    *tuning_for(host.current()).delayline_flags()),
             stdout=subprocess.DEVNULL, stderr=open(self.workdir / "delayline.err", "w"))
         # Forwarding starts once both packet sockets are bound; a ping through it proves it.
         deadline = time.monotonic() + 5
@@ -174,6 +182,9 @@ class QuicNet:
                 raise RuntimeError(f"delay line exited: {(self.workdir / 'delayline.err').read_text()}")
             if subprocess.run(self.ns(self.ns_server, "ping", "-c1", "-W1", CLIENT_IP),
                               capture_output=True).returncode == 0:
+                # Every thread is up once frames pass: all of them SCHED_FIFO.
+                subprocess.run(["chrt", "-a", "-f", "-p", str(DELAYLINE_RT_PRIORITY), str(self.delayline.pid)],
+                               check=True, capture_output=True)
                 return
         raise RuntimeError("no ping through the delay line within 5 s")
 

@@ -16,6 +16,8 @@ from mininet.link import Link
 from mininet.net import Mininet
 from mininet.topo import Topo
 
+from links.delay import cpu_plan, set_single_cpu_rps
+from machine.cpuset import own_cpus
 from machine.registry import Instance, new_instance
 from machine.shell import check_cmd
 
@@ -53,6 +55,8 @@ class LineNet:
                     check_cmd(node, f"ip addr flush dev {intf}")
                     check_cmd(node, f"ethtool -K {intf} tso {off} gso {off} gro {off} >/dev/null")
                     check_cmd(node, f"ip link set {intf} up")
+                    # As in the dumbbell: receive work off the delay line's own CPU.
+                    set_single_cpu_rps(node, intf, cpu_plan(own_cpus(), True)[0][0])
         check_cmd(self.h1, f"ip addr add {H1_IP}/24 dev {p}{H1}-eth0")
         check_cmd(self.h2, f"ip addr add {H2_IP}/24 dev {p}{H2}-eth0")
         # Static neighbours: no ARP exchange through the delay element.
