@@ -30,7 +30,7 @@ from machine.errors import UserError
 CALIBRATION_S = 6.0           # 3 s idle + 3 s busy at 0.5 ms on 2 CPUs: 24,000 wake-ups, p99.9 from 24
 CALIBRATION_INTERVAL_US = 500
 MONITOR_INTERVAL_US = 1000
-# The delay line's threads run SCHED_FIFO at this priority (links/delay.py starts it);
+# The delay line's threads run SCHED_RR at this priority (links/delay.py starts it);
 # the probe measures at the same priority so that it sees what the delay line sees.
 DELAYLINE_RT_PRIORITY = 10
 PROBE_READY_S = 5.0

@@ -166,7 +166,7 @@ class QuicNet:
         one_way_us = round(self.spec.rtt_ms * 1e3 / 2)
         ring = max(64 << 20, int(1.5 * (self.spec.rate_bps or 1e9) * self.spec.rtt_ms / 1e3 / 8) * 2)
         # As the dumbbell's line: its own CPU where there are two (links.delay.cpu_plan), the
-        # spin window measured for this host, SCHED_FIFO.
+        # spin window measured for this host, SCHED_RR.
         pin = ["--cpu-a", str(self.line_cpu), "--cpu-b", str(self.line_cpu)] if self.line_cpu is not None else []
         self.delayline = subprocess.Popen(
             self.ns(self.ns_mid, str(DELAYLINE_BIN), "--if-a", self.if_m0, "--if-b", self.if_m1,
@@ -182,8 +182,8 @@ class QuicNet:
                 raise RuntimeError(f"delay line exited: {(self.workdir / 'delayline.err').read_text()}")
             if subprocess.run(self.ns(self.ns_server, "ping", "-c1", "-W1", CLIENT_IP),
                               capture_output=True).returncode == 0:
-                # Every thread is up once frames pass: all of them SCHED_FIFO.
-                subprocess.run(["chrt", "-a", "-f", "-p", str(DELAYLINE_RT_PRIORITY), str(self.delayline.pid)],
+                # Every thread is up once frames pass: all of them SCHED_RR (links.delay.DelayLine).
+                subprocess.run(["chrt", "-a", "-r", "-p", str(DELAYLINE_RT_PRIORITY), str(self.delayline.pid)],
                                check=True, capture_output=True)
                 return
         raise RuntimeError("no ping through the delay line within 5 s")

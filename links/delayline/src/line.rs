@@ -16,10 +16,13 @@ use crate::stats::DirStats;
 use crate::timer::{clock_ns, mono, poll, Timer};
 use std::collections::VecDeque;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Barrier};
 
+/// How long a round that found a release due but could move nothing waits before trying
+/// again (see the run loop).
+const STALL_WAIT_NS: i64 = 50 * NS_PER_US;
 /// Frames per recvmmsg/sendmmsg call.
 const BATCH: usize = 64;
 /// Receive calls per round before due frames are sent.
@@ -63,6 +66,9 @@ pub struct Control {
     pub stop_fd: RawFd,
     /// Generation of the newest snapshot asked for (0 = none yet).
     pub snapshot: AtomicU64,
+    /// When each direction last began a round (CLOCK_MONOTONIC ns): what a snapshot that
+    /// timed out reports, so a stuck direction says where it stopped.
+    pub last_round: [AtomicI64; 2],
 }
 
 /// A direction's counters as of one snapshot generation.
@@ -239,7 +245,8 @@ impl Direction {
     /// Send every frame whose release time has come, in release order.
     /// `woke_late`: how late the thread's last wait ended against its target (0 when it
     /// did not wait for a release): a frame's lateness beyond it is the line's own.
-    fn send_due(&mut self, horizon: i64, woke_late: i64, bufs: &mut SendBufs, st: &mut DirStats, stop: &AtomicBool) {
+    fn send_due(&mut self, horizon: i64, woke_late: i64, bufs: &mut SendBufs, st: &mut DirStats, stop: &AtomicBool) -> usize {
+        let mut sent_total = 0;
         if let Some(q) = self.queue.as_mut() {
             q.depart_until(horizon, &mut self.departed);
             self.hold_departed(st);
@@ -264,7 +271,7 @@ impl Direction {
                 bufs.held.push(h);
             }
             if bufs.frames.is_empty() {
-                return;
+                return sent_total;
             }
             let sent_at = mono();
             let sent = sock::send_batch(&self.tx, &bufs.frames, &mut bufs.iovs, &mut bufs.msgs);
@@ -289,6 +296,7 @@ impl Direction {
                 st.own_lateness.record(sent_at - h.release_ns - woke_late);
                 self.ring.free(h.seq);
             }
+            sent_total += done;
             let mut rest = done;
             if failed {
                 st.send_errors += 1;
@@ -332,13 +340,23 @@ impl Direction {
         let stop = &ctl.stop;
         let mut woke_late = 0i64;
         while !stop.load(Ordering::Relaxed) {
+            ctl.last_round[self.index].store(mono(), Ordering::Relaxed);
             self.maybe_publish(ctl, &mut published, &mut st, &reports);
             let (read, horizon) = self.receive(&mut batch, &mut got, &mut st);
-            self.send_due(horizon, woke_late, &mut bufs, &mut st, stop);
+            let sent = self.send_due(horizon, woke_late, &mut bufs, &mut st, stop);
             woke_late = 0;
             let now = mono();
             let (next, following) = self.next_releases();
             match schedule::plan_wait(&self.tuning, now, next, following, now + RX_INTERVAL_NS, read == 0) {
+                Wait::Now if read == 0 && sent == 0 => {
+                    // A release is due but nothing could go (nor came): never loop on it
+                    // without blocking, which would shut a SCHED_FIFO sibling out of its
+                    // CPU; wait a moment for the socket or the kernel instead.
+                    st.stalled_rounds += 1;
+                    timer.arm(now + STALL_WAIT_NS);
+                    poll(&[timer.fd, stop_fd, wake_fd, rx_fd], -1);
+                    timer.clear();
+                }
                 Wait::Now => {}
                 Wait::Spin(t) => {
                     let mut last = now;
@@ -409,7 +427,7 @@ mod tests {
     #[test]
     fn snapshot_request_is_taken_once_and_clears_the_wakeup() {
         let fd = eventfd();
-        let ctl = Control { stop: AtomicBool::new(false), stop_fd: -1, snapshot: AtomicU64::new(0) };
+        let ctl = Control { stop: AtomicBool::new(false), stop_fd: -1, snapshot: AtomicU64::new(0), last_round: [AtomicI64::new(0), AtomicI64::new(0)] };
         assert_eq!(pending_snapshot(&ctl, fd, 0), None);
         raise(&ctl, fd, 1);
         assert!(readable(fd));
@@ -430,7 +448,7 @@ mod tests {
     #[test]
     fn request_raised_while_publishing_is_not_lost() {
         let fd = eventfd();
-        let ctl = Control { stop: AtomicBool::new(false), stop_fd: -1, snapshot: AtomicU64::new(0) };
+        let ctl = Control { stop: AtomicBool::new(false), stop_fd: -1, snapshot: AtomicU64::new(0), last_round: [AtomicI64::new(0), AtomicI64::new(0)] };
         raise(&ctl, fd, 1);
         assert_eq!(pending_snapshot(&ctl, fd, 0), Some(1));
         // Raised after the drain (while the thread copies its counters): the eventfd

@@ -20,7 +20,7 @@ mod timer;
 mod probe;
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -151,7 +151,12 @@ fn run() -> Result<(), String> {
         wake[1],
         cfg.tuning,
     );
-    let ctl = Arc::new(line::Control { stop: AtomicBool::new(false), stop_fd: eventfd(0)?, snapshot: AtomicU64::new(0) });
+    let ctl = Arc::new(line::Control {
+        stop: AtomicBool::new(false),
+        stop_fd: eventfd(0)?,
+        snapshot: AtomicU64::new(0),
+        last_round: [AtomicI64::new(0), AtomicI64::new(0)],
+    });
     let link_drops = LinkDrops::new(&cfg.if_b, &cfg.if_a);
     let configs = [
         stats::DirConfig { ring_bytes: cfg.ring_ab_bytes, queue: cfg.queue_ab.clone(), fifos: fifos_ab },
@@ -209,7 +214,14 @@ fn run() -> Result<(), String> {
                         eprintln!("startlab-delayline: snapshot {}: {}", generation, e);
                     }
                 }
-                None => eprintln!("startlab-delayline: snapshot {}: a direction did not answer", generation),
+                None => {
+                    let now = timer::mono();
+                    let ago: Vec<String> = ctl.last_round.iter().map(|t| format!("{:.3} s", (now - t.load(Ordering::Relaxed)) as f64 / 1e9)).collect();
+                    eprintln!(
+                        "startlab-delayline: snapshot {}: a direction did not answer (last rounds began a_to_b {} ago, b_to_a {} ago)",
+                        generation, ago[0], ago[1]
+                    );
+                }
             }
         }
         ctl.stop.store(true, Ordering::SeqCst);

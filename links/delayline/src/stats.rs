@@ -154,6 +154,8 @@ pub struct DirStats {
     pub own_lateness: Lateness,
     /// Longest single sendmmsg call (the kernel may run the receiver's stack inline).
     pub send_call_max_ns: i64,
+    /// Rounds that found a release due but could neither send nor receive anything.
+    pub stalled_rounds: u64,
     /// The bottleneck's counters, when the direction has one.
     pub queue: Option<QueueStats>,
 }
@@ -178,6 +180,7 @@ impl DirStats {
             spin_stall_max_ns: 0,
             own_lateness: Lateness::new(),
             send_call_max_ns: 0,
+            stalled_rounds: 0,
             queue: None,
         }
     }
@@ -201,7 +204,7 @@ impl DirStats {
              \"link_tx_drops\": {}, \"reorders_seen\": {}, \"reorder_max_us\": {:.3}, \"lateness_us\": {{\"p50\": {}, \"p99\": {}, \
              \"max\": {:.1}, \"histogram\": [{}]}}, \"lateness_fine_us\": {}, \"wakeup_us\": {{\"count\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {:.1}}}, \
              \"spin_stall_max_us\": {:.1}, \"own_lateness_us\": {{\"p50\": {}, \"p99\": {}, \"max\": {:.1}}}, \
-             \"send_call_max_us\": {:.1}, \"queue\": {}}}",
+             \"send_call_max_us\": {:.1}, \"stalled_rounds\": {}, \"queue\": {}}}",
             self.rx_frames,
             self.rx_bytes,
             self.tx_frames,
@@ -228,6 +231,7 @@ impl DirStats {
             opt(self.own_lateness.quantile_us(0.99)),
             self.own_lateness.max_us(),
             self.send_call_max_ns as f64 / 1_000.0,
+            self.stalled_rounds,
             self.queue.as_ref().map_or("null".to_string(), |q| q.json())
         )
     }
