@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -174,7 +175,17 @@ class QuicNet:
                     "--ring-ab-bytes", str(ring), "--ring-ba-bytes", str(ring),
                     "--stats", str(self.workdir / "delayline.json"), *pin,
                     *tuning_for(host.current()).delayline_flags()),
-            stdout=subprocess.DEVNULL, stderr=open(self.workdir / "delayline.err", "w"))
+            stdout=subprocess.PIPE, stderr=open(self.workdir / "delayline.err", "w"))
+        # No frame before the line says "ready" (its threads running): one read from its
+        # sockets' queue later would count as the line's own lateness.
+        ready, _, _ = select.select([self.delayline.stdout], [], [], 5.0)
+        line = self.delayline.stdout.readline() if ready else b""
+        if line.strip() != b"ready":
+            raise RuntimeError(f"delay line not ready: {line!r} {(self.workdir / 'delayline.err').read_text()}")
+        # Its threads are up: all of them SCHED_RR (links.delay.DelayLine) before any frame,
+        # the readiness ping's included (a frame handled at normal priority waits its turn).
+        subprocess.run(["chrt", "-a", "-r", "-p", str(DELAYLINE_RT_PRIORITY), str(self.delayline.pid)],
+                       check=True, capture_output=True)
         # Forwarding starts once both packet sockets are bound; a ping through it proves it.
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -182,9 +193,6 @@ class QuicNet:
                 raise RuntimeError(f"delay line exited: {(self.workdir / 'delayline.err').read_text()}")
             if subprocess.run(self.ns(self.ns_server, "ping", "-c1", "-W1", CLIENT_IP),
                               capture_output=True).returncode == 0:
-                # Every thread is up once frames pass: all of them SCHED_RR (links.delay.DelayLine).
-                subprocess.run(["chrt", "-a", "-r", "-p", str(DELAYLINE_RT_PRIORITY), str(self.delayline.pid)],
-                               check=True, capture_output=True)
                 return
         raise RuntimeError("no ping through the delay line within 5 s")
 
@@ -258,6 +266,8 @@ class QuicNet:
         delay_stats = []
         if self.delayline is not None:
             self.stop(self.delayline)
+            if self.delayline.stdout is not None:
+                self.delayline.stdout.close()
             self.delayline = None
             raw = self.delayline_stats()
             if raw is not None:

@@ -276,14 +276,22 @@ impl Direction {
             let sent_at = mono();
             let sent = sock::send_batch(&self.tx, &bufs.frames, &mut bufs.iovs, &mut bufs.msgs);
             st.send_call_max_ns = st.send_call_max_ns.max(mono() - sent_at);
+            let mut egress_drop = false;
             let (done, failed) = match sent {
                 Ok(k) => (k, false),
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    // The egress interface's qdisc refused the first frame (a shaper on the
+                    // line's own output, as on the QUIC test path): it dropped it, as a link
+                    // would. Retrying would turn the queue's drops into the line's delay.
+                    egress_drop = true;
+                    (0, false)
+                }
                 Err(e) => {
                     let code = e.raw_os_error();
-                    let transient = code == Some(libc::EINTR)
-                        || ((code == Some(libc::ENOBUFS) || code == Some(libc::EAGAIN)) && !stop.load(Ordering::Relaxed));
+                    let transient =
+                        code == Some(libc::EINTR) || (code == Some(libc::EAGAIN) && !stop.load(Ordering::Relaxed));
                     if transient {
-                        // Transient lack of buffers: retry rather than drop.
+                        // Transient lack of socket buffer: retry rather than drop.
                         std::thread::yield_now();
                     }
                     (0, !transient)
@@ -301,6 +309,13 @@ impl Direction {
             if failed {
                 st.send_errors += 1;
                 self.ring.free(bufs.held[0].seq);
+                rest = 1;
+            } else if egress_drop {
+                st.egress_drops += 1;
+                st.lateness.record(sent_at - bufs.held[0].release_ns);
+                st.own_lateness.record(sent_at - bufs.held[0].release_ns - woke_late);
+                self.ring.free(bufs.held[0].seq);
+                sent_total += 1;
                 rest = 1;
             }
             for h in bufs.held[rest..].iter().rev() {

@@ -156,6 +156,9 @@ pub struct DirStats {
     pub send_call_max_ns: i64,
     /// Rounds that found a release due but could neither send nor receive anything.
     pub stalled_rounds: u64,
+    /// Frames the egress interface's own qdisc dropped (a shaper on the line's output):
+    /// the shaper's losses, not the line's.
+    pub egress_drops: u64,
     /// The bottleneck's counters, when the direction has one.
     pub queue: Option<QueueStats>,
 }
@@ -181,6 +184,7 @@ impl DirStats {
             own_lateness: Lateness::new(),
             send_call_max_ns: 0,
             stalled_rounds: 0,
+            egress_drops: 0,
             queue: None,
         }
     }
@@ -204,7 +208,7 @@ impl DirStats {
              \"link_tx_drops\": {}, \"reorders_seen\": {}, \"reorder_max_us\": {:.3}, \"lateness_us\": {{\"p50\": {}, \"p99\": {}, \
              \"max\": {:.1}, \"histogram\": [{}]}}, \"lateness_fine_us\": {}, \"wakeup_us\": {{\"count\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {:.1}}}, \
              \"spin_stall_max_us\": {:.1}, \"own_lateness_us\": {{\"p50\": {}, \"p99\": {}, \"max\": {:.1}}}, \
-             \"send_call_max_us\": {:.1}, \"stalled_rounds\": {}, \"queue\": {}}}",
+             \"send_call_max_us\": {:.1}, \"stalled_rounds\": {}, \"egress_drops\": {}, \"queue\": {}}}",
             self.rx_frames,
             self.rx_bytes,
             self.tx_frames,
@@ -232,6 +236,7 @@ impl DirStats {
             self.own_lateness.max_us(),
             self.send_call_max_ns as f64 / 1_000.0,
             self.stalled_rounds,
+            self.egress_drops,
             self.queue.as_ref().map_or("null".to_string(), |q| q.json())
         )
     }
