@@ -47,6 +47,7 @@ class Run:
     after: dict                  # … and after the second burst
     counters: dict
     flags: list                  # the network's host flags (delay and rate), read after teardown
+    tail_flags: list             # the same, also flagging a late tail (one stall decides a burst)
 
 
 def ss_figures(node) -> dict:
@@ -101,7 +102,7 @@ def bursts(tmp: Path, variant: str, sizes=(30_000, 30_000), pause_s: float = 2.0
                acks=[p for p in bneck_in if p.src == client_ip and p.flags & ACK],
                delivered=[p for p in client_side if p.src == server_ip and p.payload > 0],
                requests=result["requests"], before_pause=before, after=after, counters=counters,
-               flags=net.host_flags())
+               flags=net.host_flags(), tail_flags=net.host_flags(tail=True))
 
 
 def restart_flight(run: Run) -> tuple[list, float]:
@@ -138,7 +139,9 @@ def test_restart_sends_the_cached_window_paced_in_small_bursts_and_marks_all_but
     for a, b in zip(flight, flight[1:]):
         burst = burst + 1 if b.ts - a.ts < 0.25 * srtt / len(flight) else 1
         longest = max(longest, burst)
-    timing_check(f"at most {MAXBURST} restart segments back to back", run.flags, longest <= MAXBURST,
+    # The longest burst is decided by the single latest wake-up of the sender's pacing timer
+    # (one stall of a few ms clumps the segments paced behind it): a tail figure.
+    timing_check(f"at most {MAXBURST} restart segments back to back", run.tail_flags, longest <= MAXBURST,
                  f"longest burst {longest}")
     # Exactly the initial window but its first packet is low priority; later packets are not.
     tos = [p.ip_header[1] for p in flight]

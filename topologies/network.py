@@ -221,13 +221,14 @@ class Network:
             "cpus": {"receive_work": self.stack_cpus, "delay_line": self.line_cpu},
         }
 
-    def host_flags(self, what: str = "all") -> list[str]:
+    def host_flags(self, what: str = "all", tail: bool = False) -> list[str]:
         """Why this network's timing cannot be trusted (after teardown: the monitor's whole
         window and the delay elements' final counters); empty when the host was fit.
-        `what`: 'delay' (release times, RTTs), 'rate' (tbf's rates) or 'all'."""
+        `what`: 'delay' (release times, RTTs), 'rate' (tbf's rates) or 'all'; `tail`: for a
+        figure one late wake-up decides (links.hostfit.delay_flags)."""
         flags = []
         if what in ("delay", "all"):
-            flags += delay_flags(self.host_timing, self.delay_stats)
+            flags += delay_flags(self.host_timing, self.delay_stats, tail)
         if what in ("rate", "all"):
             flags += rate_flags(self.host_timing, self.tbf_settings())
         return flags
