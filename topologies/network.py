@@ -106,11 +106,9 @@ class Network:
                                 f"element, not {preference}")
             preference = self.shaper.delay_backend
         backends = [delay.choose_backend(preference) for _ in range(TOPOLOGIES[self.profile.topology] - 1)]
+        # The delay line places itself by the same plan (links.delay.DelayLine's defaults).
         self.stack_cpus, self.line_cpu = delay.cpu_plan(own_cpus(), any(isinstance(e, delay.DelayLine)
                                                                          for e in backends))
-        for element in backends:
-            if isinstance(element, delay.DelayLine) and self.line_cpu is not None:
-                element.cpus, element.rps_cpu = (self.line_cpu, self.line_cpu), self.stack_cpus[0]
         if self.tuning is None:
             self.tuning = tuning_for(host.current())
         for element in backends:
