@@ -7,6 +7,8 @@ import statistics
 # A base RTT is what was configured when its mean is within max(0.5 ms, 1 %) of it.
 RTT_TOLERANCE_MS = 0.5
 RTT_TOLERANCE_REL = 0.01
+# A default ping on the wire: 56 + ICMP 8 + IPv4 20 + Ethernet 14 bytes.
+PING_FRAME_BYTES = 98
 
 
 def rtt_matches(measured_ms: float, configured_ms: float) -> bool:
@@ -41,31 +43,36 @@ def summary(out: str) -> dict[str, float] | None:
     return {"min": float(m.group(1)), "avg": float(m.group(2)), "max": float(m.group(3))} if m else None
 
 
-def rtt_figures(rtts: list[float], configured_ms: float, exact: dict[str, float] | None = None) -> dict:
-    """Mean, p99 and minimum of RTT samples; mean and minimum from ping's exact summary when given."""
-    return {"rtt_configured_ms": configured_ms,
+def rtt_figures(rtts: list[float], configured_ms: float, exact: dict[str, float] | None = None,
+                queued_ms: float = 0.0) -> dict:
+    """Mean, p99 and minimum of RTT samples; mean and minimum from ping's exact summary when
+    given. Expected: the configured RTT plus the ping's time in the path's queues."""
+    return {"rtt_configured_ms": configured_ms, "rtt_expected_ms": round(configured_ms + queued_ms, 3),
             "rtt_mean_ms": round(exact["avg"] if exact else statistics.fmean(rtts), 3),
             "rtt_p99_ms": round(percentile(rtts, 99), 3),
             "rtt_min_ms": round(exact["min"] if exact else min(rtts), 3), "rtt_samples": len(rtts)}
 
 
-def path_rtt(node, ip: str, configured_ms: float, count: int = 20) -> dict:
+def path_rtt(node, ip: str, configured_ms: float, count: int = 20, queued_ms: float = 0.0) -> dict:
     """Base RTT of a freshly built path: one warm-up ping, then `count` spaced so they
-    never queue behind each other. Recorded in every run's meta.json."""
+    never queue behind each other. Recorded in every run's meta.json. `queued_ms`: the time
+    a lone ping spends in the path's queues (Network.lone_frame_queue_ms)."""
     ping_output(node, ip, 1, 0.2)
     out = ping_output(node, ip, count, max(0.01, min(0.05, configured_ms / 10000)))
     rtts = samples(out)
     if not rtts:
         raise RuntimeError(f"the path to {ip} does not answer pings")
-    return rtt_figures(rtts, configured_ms, summary(out))
+    return rtt_figures(rtts, configured_ms, summary(out), queued_ms)
 
 
 def pair_rtts(net, rtts_ms: dict[tuple[int, int], float], count: int = 10) -> dict[str, dict]:
     """Base RTT of every (client i, server j) pair with a declared RTT of its own (a
-    multi-RTT path: web sessions' hosts), each with `ok` = within the tolerance."""
+    multi-RTT path: web sessions' hosts), each with `ok` = within the tolerance of the
+    expected RTT (the drawn one plus the ping's time in the queues)."""
     n = net.names
+    queued_ms = net.lone_frame_queue_ms(PING_FRAME_BYTES)
     out = {}
     for (i, j), rtt in sorted(rtts_ms.items()):
-        fig = path_rtt(net.host(n.client(i)), n.server_ip(j), rtt, count)
-        out[f"cl{i}-sv{j}"] = {**fig, "ok": rtt_matches(fig["rtt_mean_ms"], rtt)}
+        fig = path_rtt(net.host(n.client(i)), n.server_ip(j), rtt, count, queued_ms)
+        out[f"cl{i}-sv{j}"] = {**fig, "ok": rtt_matches(fig["rtt_mean_ms"], fig["rtt_expected_ms"])}
     return out

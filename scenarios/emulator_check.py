@@ -26,7 +26,7 @@ import numpy as np
 from hosts.apps import Iperf3Server, iperf3_reverse_client
 from machine import host
 from machine.host import HostTiming
-from hosts.ping import percentile, ping_output, ping_rtts, rtt_matches, samples, summary
+from hosts.ping import PING_FRAME_BYTES, percentile, ping_output, ping_rtts, rtt_matches, samples, summary
 from hosts.process import NodeProcess
 from links.hostfit import LATE_P99_US, EmulatorTuning, delay_flags, rate_flags, verdict
 from topologies.network import Network
@@ -37,7 +37,6 @@ from wire.tcpip import ETH_HEADER
 RATE_TOLERANCE = 0.01                 # delivered rate within 1 % of the configured one
 QUEUE_TOLERANCE_FRAMES = 1.0          # loaded RTT within one frame's drain time (or the bucket's) …
 QUEUE_TOLERANCE_REL = 0.02            # … + 2 % of the expected loaded RTT
-PING_FRAME_BYTES = 98                 # a default ping on the wire: 56 + ICMP 8 + IPv4 20 + Ethernet 14
 FLOOD_FACTOR = 1.5                    # the UDP stream offers 1.5 × the rate: the queue stays full
 UDP_PORT = 5211
 DATAGRAM = 1472                       # one MTU-sized frame per datagram (1500-byte MTU)
@@ -236,6 +235,7 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
                     break
         bulk = bulk_goodput_bps(net, seconds, omit_s, workdir) if tcp else None
         backend = net.delay_backend_name
+        queued_ms = net.lone_frame_queue_ms(PING_FRAME_BYTES)
         queue_drops = net.queue_drops()
         shaper_name = net.shaper.describe()
         tuning = net.tuning
@@ -244,7 +244,7 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
         raise RuntimeError(f"only {len(rtts)} of {pings} pings were answered")
     result = judge(profile, backend, rtts, floods, bulk, delay_stats, queue_drops,
                    {"setup_s": net.timings.get("setup_s", 0), "teardown_s": net.timings.get("teardown_s", 0),
-                    "wall_s": time.monotonic() - t0}, exact["avg"] if exact else None)
+                    "wall_s": time.monotonic() - t0}, exact["avg"] if exact else None, queued_ms)
     result["shaper"] = shaper_name
     calibration = tuning.host if tuning else None
     explain(result, profile, calibration, net.host_timing, net.host_flags())
@@ -283,13 +283,15 @@ def _brief(timing: HostTiming | None) -> dict | None:
 
 
 def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: dict, bulk: dict | None,
-          delay_stats: list[dict], queue_drops: dict, timings: dict, rtt_exact_mean: float | None = None) -> dict:
+          delay_stats: list[dict], queue_drops: dict, timings: dict, rtt_exact_mean: float | None = None,
+          queued_ms: float = 0.0) -> dict:
     """The figures and the verdict (pure: unit-tested on made-up measurements). The base RTT
     is the mean of ping's exact summary where given (each sample is printed in whole ms from
-    100 ms on) and is held to the configured RTT plus the ping frame's serialisation at the
-    bottleneck in both directions (1.05 ms on a T1: more than the tolerance there)."""
+    100 ms on) and is held to the configured RTT plus `queued_ms`, the time a lone ping frame
+    spends in the path's queues both ways (Network.lone_frame_queue_ms: its wire time in
+    the delay line's queue, 1.05 ms on a T1, more than the tolerance there; none in tbf's)."""
     rtt_cfg = profile.rtt_ms
-    rtt_expected = rtt_cfg + sum(PING_FRAME_BYTES * 8 / profile.rate_bps(d) * 1000 for d in ("down", "up"))
+    rtt_expected = rtt_cfg + queued_ms
     rtt_mean = rtt_exact_mean if rtt_exact_mean is not None else statistics.fmean(rtts)
     ideal = profile.goodput_ideal_bps("down")
     delay_drops = sum(int(s.get("drops") or 0) for s in delay_stats)

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from analysis.runs import analyze_run
-from hosts.ping import pair_rtts, path_rtt
+from hosts.ping import PING_FRAME_BYTES, pair_rtts, path_rtt
 from hosts.session import RunSession
 from hosts.workloads.base import WorkloadError
 from machine import host
@@ -150,7 +150,8 @@ def check_path(net: Network, rtts_ms: dict | None, host_rec: dict | None) -> dic
     n = net.names
     settle(net)
     before = (net.monitor.snapshot() if net.monitor else None, net.delay_snapshot())
-    path = path_rtt(net.host(n.client(1)), n.server_ip(1), (rtts_ms or {}).get((1, 1), net.profile.rtt_ms))
+    path = path_rtt(net.host(n.client(1)), n.server_ip(1), (rtts_ms or {}).get((1, 1), net.profile.rtt_ms),
+                    queued_ms=net.lone_frame_queue_ms(PING_FRAME_BYTES))
     if rtts_ms:
         path["pairs"] = pair_rtts(net, rtts_ms)
     window = host.interval(before[0], net.monitor.snapshot()) if net.monitor else None
@@ -160,7 +161,7 @@ def check_path(net: Network, rtts_ms: dict | None, host_rec: dict | None) -> dic
     off = {k: v for k, v in (path.get("pairs") or {}).items() if not v["ok"]}
     if not off:
         return path
-    figures = ", ".join(f"{k} mean {v['rtt_mean_ms']} ms (min {v.get('rtt_min_ms')}) for {v['rtt_configured_ms']}"
+    figures = ", ".join(f"{k} mean {v['rtt_mean_ms']} ms (min {v.get('rtt_min_ms')}) for {v['rtt_expected_ms']}"
                         for k, v in list(off.items())[:3])
     more = f" and {len(off) - 3} more" if len(off) > 3 else ""
     if not path["host_flags"]:

@@ -110,3 +110,24 @@ def test_a_witness_that_fails_outright_is_a_verdict_not_a_traceback(monkeypatch,
     assert main(["fidelity", "dsl-fast", "--json"]) == 1
     out = _json.loads(capsys.readouterr().out)
     assert out["ok"] is False and "12 of 100 pings" in out["explanation"] and out["profile"] == "dsl-fast"
+
+
+def test_the_base_rtt_expects_a_lone_pings_time_in_the_queues():
+    # 1.05 ms of wire time in the delay line's queues of a T1 both ways: beyond the 0.5 ms
+    # tolerance of a 40 ms RTT, so the verdict turns on counting it (and only where it is).
+    rtts = [41.1] * 100
+    args = ({"down": flood(), "up": flood()}, None, [{"drops": 0, "lateness_us": {}}], {}, {})
+    assert not judge(PROFILE, "delayline", rtts, *args)["checks"]["rtt"]
+    r = judge(PROFILE, "delayline", rtts, *args, queued_ms=1.05)
+    assert r["checks"]["rtt"] and r["rtt_expected_ms"] == 41.05
+
+
+def test_only_a_queue_that_emulates_wire_time_holds_a_lone_frame():
+    from links.shapers import Queue
+    from links.shapers.delayline import DelayLineQueue
+    from links.shapers.htb import Htb
+    from links.shapers.tbf import Tbf
+    q = Queue(node="c", intf="i", direction="up", hop=1, settings={"rate_bps": 1.5e6})
+    assert DelayLineQueue().lone_frame_delay_s(q, 98) == pytest.approx(98 * 8 / 1.5e6)
+    # a token bucket with a frame's tokens sends a lone frame at once
+    assert Tbf().lone_frame_delay_s(q, 98) == 0 and Htb().lone_frame_delay_s(q, 98) == 0

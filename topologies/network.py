@@ -256,6 +256,11 @@ class Network:
             ba[(n.server_ip(j), n.client_ip(i))] = one_way
         return {"pair_delays_ab": ab, "pair_delays_ba": ba}
 
+    def lone_frame_queue_ms(self, frame_bytes: int) -> float:
+        """How long a lone frame and its answer (a ping) spend in this path's bottleneck
+        queues: every queue of both directions, as its shaper says (Shaper.lone_frame_delay_s)."""
+        return sum(self.shaper.lone_frame_delay_s(q, frame_bytes) for q in self.queues) * 1000
+
     def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
         """Sent bytes/packets and drops of each queue of `direction` so far (interface → counters)."""
         return {q.intf: self.shaper.counters(self, q) for q in self.queues if q.direction == direction}

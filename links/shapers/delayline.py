@@ -60,6 +60,10 @@ class DelayLineQueue(Shaper):
                                "low_dscp": list(queue.low_dscp), "line_direction": self.line_direction(direction)},
                      before=toward_core, after=from_core)
 
+    def lone_frame_delay_s(self, queue: Queue, frame_bytes: int) -> float:
+        """The line's queue departs every frame its wire time after it starts."""
+        return frame_bytes * 8 / queue.settings["rate_bps"]
+
     def delay_options(self, hop: int) -> dict:
         return {"queue_ab": self._queues.get((hop, "up")), "queue_ba": self._queues.get((hop, "down"))}
 
