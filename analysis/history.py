@@ -9,8 +9,9 @@ each regressed cell the two nights' means with their 95 % intervals, so a reader
 regressions.json sees how far apart the nights are without opening the campaigns.
 
 The history itself is read from each night's summary.json (its primary compared figure:
-FCT for the competing workload) and its stored verdict (results/nightly.py), never from
-the runs, so a page over months of nights stays cheap to draw.
+FCT for the competing workload; a summary of an older format is upgraded as it is read,
+analysis.tidy.upgrade) and its stored verdict (results/nightly.py), never from the runs,
+so a page over months of nights stays cheap to draw.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 # compare's own grouping of runs into cells, reused so both always agree on what a cell is.
+from analysis import tidy
 from analysis.compare import cells, compare
 from analysis.runs import workload_analysis
 from analysis.workloads.base import Compared, describe_metric
@@ -147,7 +149,9 @@ def scenario_history(scenario_dir: Path) -> ScenarioHistory:
     for night in nights:
         summary = read_json_or_none(night / schema.SUMMARY_JSON) or {}
         workload = (summary.get("campaign") or {}).get("workload", schema.LEGACY_WORKLOAD)
-        compared = workload_analysis(workload).compared
+        analysis = workload_analysis(workload)
+        summary = tidy.upgrade(summary, analysis)         # nights before format 4 read alike
+        compared = analysis.compared
         if not compared:
             continue
         metric = metric or compared[0]
@@ -155,13 +159,12 @@ def scenario_history(scenario_dir: Path) -> ScenarioHistory:
             continue                            # the scenario changed workload: not one history
         regressed = _regressed_cells(nightly.read_verdict(night), metric.name)
         for row in summary.get("rows", []):
-            mean = row.get(metric.col("mean"))
-            if mean is None:
+            if row.get("model") is not None or row.get("figure") != metric.figure or row.get("mean") is None:
                 continue
             cell = Series(row["profile"], row["size_bytes"], _sweep_text(row), row["variant"])
             entry = series.setdefault(cell.key, cell)
-            entry.points.append(Point(night.name, mean, row.get(metric.col("ci_low")),
-                                      row.get(metric.col("ci_high")), cell.key in regressed))
+            entry.points.append(Point(night.name, row["mean"], row.get("ci_low"), row.get("ci_high"),
+                                      cell.key in regressed))
     latest = nightly.read_verdict(nights[-1]) if nights else None
     return ScenarioHistory(name=scenario_dir.name, nights=[n.name for n in nights],
                            metric_label=metric.label if metric else "", metric_unit=metric.unit if metric else "",

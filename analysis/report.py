@@ -47,11 +47,10 @@ VERDICTS: dict[str, Verdict] = {  # in the legend's order
 }
 
 
-def write_report(campaign_dir: Path | str) -> Path:
-    """Analyse a campaign directory from its result files; return the path of report.html.
-
-    Also writes summary.csv, summary.json, plots/*.png and report.md beside it.
-    """
+def write_report(campaign_dir: Path | str) -> list[Row]:
+    """Analyse a campaign directory from its result files: write report.html, report.md,
+    summary.csv, figures.csv, summary.json and plots/*.png. Returns the workload's own
+    summary rows, which the console table shows (format_table)."""
     campaign = Campaign.open(campaign_dir)
     root, record, records = campaign.path, campaign.record, campaign.records()
     analysis = workload_analysis(record.get("workload", schema.LEGACY_WORKLOAD))
@@ -61,9 +60,8 @@ def write_report(campaign_dir: Path | str) -> Path:
     sections = analysis.sections(rows) + _host_sections(root, record, records, analysis) + \
         _flagged_sections(campaign, records)
     write_atomically(root / schema.REPORT_MD, markdown_report(record, records, rows, plots, sections, analysis, root))
-    path = root / schema.REPORT_HTML
-    write_atomically(path, html_report(record, records, rows, plots, sections, analysis, root))
-    return path
+    write_atomically(root / schema.REPORT_HTML, html_report(record, records, rows, plots, sections, analysis, root))
+    return rows
 
 
 # ---------------------------------------------------------------- verdicts and figures
@@ -162,7 +160,8 @@ def format_table(rows: list[Row], analysis: WorkloadAnalysis) -> str:
 def _host_sections(root: Path, record: dict[str, Any], records: list[RunRecord],
                    analysis: WorkloadAnalysis) -> list[Section]:
     """Runs from several testbeds (a fleet): the primary figure per cell and host, and
-    summary-by-host.csv with every figure, so a host that disagrees shows."""
+    summary-by-host.csv with every figure (figures.csv's rows per host), so a host that
+    disagrees shows."""
     hosts = sorted({str(r.meta.get("host")) for r in records if r.meta.get("host")})
     if len(hosts) < 2 or not analysis.compared:
         return []

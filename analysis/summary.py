@@ -1,10 +1,11 @@
-"""Per-(profile, size, variant) summary of a campaign: summary.csv and summary.json.
+"""Per-(profile, size, variant) summary of a campaign: summary.csv, figures.csv, summary.json.
 
 Generic over workloads: the runs are grouped into cells (profile, size, sweep value,
 variant) in campaign order, and the workload's analysis describes each cell and compares
-it with the baseline at the same profile, size and sweep value. The first eleven CSV
-columns are the stable interface other tools and acceptance checks read (docs/design.md);
-a workload without some of them leaves them empty.
+it with the baseline at the same profile, size and sweep value, as one row of its own
+columns (what the report and the console table show). The files hold the same figures as
+tidy tables with the same columns for every workload (analysis.tidy); their first eleven
+columns are the stable interface other tools and acceptance checks read (docs/design.md).
 """
 from __future__ import annotations
 
@@ -16,24 +17,17 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from analysis import flow_checks, stats
+from analysis.tidy import (FIGURE_COLUMNS, KEY_COLUMNS, STABLE_COLUMNS, SUMMARY_COLUMNS, SUMMARY_FORMAT,
+                           TRAILING_COLUMNS, tidy_rows)
 from analysis.workloads.base import Row, WorkloadAnalysis
 from results.campaign import RunRecord
-from results.schema import SUMMARY_CSV, SUMMARY_JSON
+from results.schema import FIGURES_CSV, SUMMARY_CSV, SUMMARY_JSON
 from results.store import write_atomically
-
-SUMMARY_FORMAT = 3              # 3: levels' intervals are bootstraps (analysis.stats.CI_METHOD)
-KEY_COLUMNS = ["profile", "size_bytes", "variant", "runs"]
-STABLE_COLUMNS = KEY_COLUMNS + ["fct_mean_s", "fct_median_s", "fct_ci_low_s", "fct_ci_high_s",
-                                "loss_mean_pkts", "retx_mean_pkts", "fairness_median"]
-# Every workload's summary ends with these: how many runs of the cell the emulator's own
-# figures flag (delay element late by more than 1 ms at p99, or dropping), and how many
-# failed the fidelity checks of their flows after re-analysis.
-TRAILING_COLUMNS = ["emulator_flagged_runs", "flow_check_failed_runs"]
 
 
 def columns_of(analysis: WorkloadAnalysis) -> list[str]:
-    """The CSV columns: the stable ones (empty where the workload has none), the workload's,
-    then the generic trailing ones."""
+    """A workload's own row's columns: the stable ones (empty where the workload has none),
+    the workload's, then the generic trailing ones."""
     own = [c for c in analysis.columns if c not in KEY_COLUMNS]
     missing = [c for c in STABLE_COLUMNS if c not in KEY_COLUMNS and c not in own]
     return KEY_COLUMNS + missing + own + [c for c in TRAILING_COLUMNS if c not in own]
@@ -93,20 +87,23 @@ def ordered_variants(campaign: dict[str, Any], records: list[RunRecord]) -> list
 
 def write_summary(campaign_dir: Path | str, campaign: dict[str, Any], records: list[RunRecord],
                   analysis: WorkloadAnalysis) -> list[Row]:
-    """Write summary.csv and summary.json into the campaign directory; return the rows."""
+    """Write summary.csv, figures.csv and summary.json (the tidy tables) into the campaign
+    directory; return the workload's own rows (for the report)."""
     root = Path(campaign_dir)
     rows = summary_rows(campaign, records, analysis)
-    columns = columns_of(analysis)
-    write_atomically(root / SUMMARY_CSV, _csv_text(columns, rows))
-    document = {"format": SUMMARY_FORMAT, "campaign": campaign, "columns": columns, "rows": rows}
+    summary, figures = tidy_rows(analysis, rows)
+    write_atomically(root / SUMMARY_CSV, _csv_text(SUMMARY_COLUMNS, summary))
+    write_atomically(root / FIGURES_CSV, _csv_text(FIGURE_COLUMNS, figures))
+    document = {"format": SUMMARY_FORMAT, "campaign": campaign, "columns": SUMMARY_COLUMNS, "rows": summary,
+                "figure_columns": FIGURE_COLUMNS, "figures": figures}
     write_atomically(root / SUMMARY_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
     return rows
 
 
 def split_rows(campaign: dict[str, Any], records: list[RunRecord], analysis: WorkloadAnalysis,
                key: str) -> list[Row]:
-    """The summary computed separately for each value of a run's meta[key] ("host" in a
-    fleet, "machine"): a testbed that disagrees with the others shows up in its own rows."""
+    """The workload's rows computed separately for each value of a run's meta[key] ("host"
+    in a fleet, "machine"): a testbed that disagrees with the others shows up in its own rows."""
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for rec in records:
         value = rec.meta.get(key)
@@ -117,9 +114,11 @@ def split_rows(campaign: dict[str, Any], records: list[RunRecord], analysis: Wor
 
 def write_split_summary(campaign_dir: Path | str, campaign: dict[str, Any], records: list[RunRecord],
                         analysis: WorkloadAnalysis, key: str) -> Path:
-    """summary-by-<key>.csv: every summary column, per value of `key`."""
+    """summary-by-<key>.csv: every figure (figures.csv's rows), per value of `key`."""
     path = Path(campaign_dir) / f"summary-by-{key}.csv"
-    write_atomically(path, _csv_text([key] + columns_of(analysis), split_rows(campaign, records, analysis, key)))
+    rows = split_rows(campaign, records, analysis, key)
+    figures = [{key: row[key], **figure} for row in rows for figure in tidy_rows(analysis, [row])[1]]
+    write_atomically(path, _csv_text([key] + FIGURE_COLUMNS, figures))
     return path
 
 

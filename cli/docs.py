@@ -80,26 +80,43 @@ def scenario_page() -> str:
 
 
 def results_page() -> str:
-    from analysis.summary import STABLE_COLUMNS, SUMMARY_FORMAT, TRAILING_COLUMNS, columns_of
+    from analysis.summary import columns_of
+    from analysis.tidy import FIGURE_COLUMNS, STABLE_COLUMNS, SUMMARY_COLUMNS, SUMMARY_FORMAT, tidy_rows
     from analysis.workloads import registry
     from results import schema
     out = [f"# Result files\n\nA campaign directory holds `{schema.CAMPAIGN_FILE}`, one directory per run "
            f"(`{schema.META_FILE}`, `{schema.METRICS_FILE}`, the captures), `{schema.NETWORKS_DIR}/`, "
-           f"`{schema.SUMMARY_CSV}`, `{schema.SUMMARY_JSON}`, `{schema.REPORT_HTML}`, `{schema.REPORT_MD}` and "
-           f"`{schema.PLOTS_DIR}/`. A run being written ends in `{schema.PARTIAL_SUFFIX}`, a failed one in "
-           f"`{schema.FAILED_SUFFIX}`.\n",
+           f"`{schema.SUMMARY_CSV}`, `{schema.FIGURES_CSV}`, `{schema.SUMMARY_JSON}`, `{schema.REPORT_HTML}`, "
+           f"`{schema.REPORT_MD}` and `{schema.PLOTS_DIR}/`. A run being written ends in `{schema.PARTIAL_SUFFIX}`, "
+           f"a failed one in `{schema.FAILED_SUFFIX}`.\n",
            f"## `{schema.META_FILE}` (result format {schema.FORMAT})\n\nOlder formats are upgraded on load.\n",
            _table(["key", "holds"], [[f"`{k}`", v] for k, v in schema.META_FIELDS.items()]),
            "Keys a workload may add:\n",
            _table(["key", "holds"], [[f"`{k}`", v] for k, v in schema.EXTRA_META.items()]),
-           f"## `{schema.SUMMARY_CSV}` (summary format {SUMMARY_FORMAT})\n\nOne row per cell. The stable "
-           f"columns come first in every workload's summary (empty where a workload has no such figure): "
-           + ", ".join(f"`{c}`" for c in STABLE_COLUMNS) + ". Every summary ends with "
-           + ", ".join(f"`{c}`" for c in TRAILING_COLUMNS) + ".\n"]
+           f"## `{schema.SUMMARY_CSV}` (summary format {SUMMARY_FORMAT})\n\n{_doc_of('analysis.tidy')}\n\n"
+           f"The same columns for every workload; the stable ones first ("
+           + ", ".join(f"`{c}`" for c in STABLE_COLUMNS) + ", empty where a workload has no such figure): "
+           + ", ".join(f"`{c}`" for c in SUMMARY_COLUMNS) + ".\n",
+           f"## `{schema.FIGURES_CSV}`\n\nOne row per cell × figure: " + ", ".join(f"`{c}`" for c in FIGURE_COLUMNS)
+           + f". `{schema.SUMMARY_JSON}` holds both tables (`rows`, `figures`) with the campaign's record; "
+             "summaries of an older format are upgraded when read. Each workload's figures:\n"]
     for name, analysis in registry().items():
-        cols = [c for c in columns_of(analysis) if c not in STABLE_COLUMNS and c not in TRAILING_COLUMNS]
-        out.append(f"### `{name}`\n\n" + ", ".join(f"`{c}`" for c in cols) + "\n")
+        _, figures = tidy_rows(analysis, [{c: 1 for c in columns_of(analysis)}])
+        stats = dict.fromkeys(f"`{f['figure']}`" + (f" ({f['unit']})" if f["unit"] else "")
+                              + (" per model and mode" if f["model"] is not None else "")
+                              for f in figures if f["value"] is None)
+        values = dict.fromkeys(f"`{f['figure']}`" + (" per model and mode" if f["model"] is not None else "")
+                               for f in figures if f["value"] is not None)
+        out.append(f"### `{name}`\n\nWith statistics: {', '.join(stats) or 'none'}. "
+                   f"Values: {', '.join(values) or 'none'}.\n")
     return "\n".join(out)
+
+
+def _doc_of(module: str) -> str:
+    """The first paragraph of a module's docstring after its title line."""
+    import importlib
+    doc = (importlib.import_module(module).__doc__ or "").strip().split("\n\n")
+    return " ".join(doc[1].split()) if len(doc) > 1 else ""
 
 
 PAGES = {"profiles.md": profiles_page, "variants.md": variants_page, "workloads.md": workloads_page,

@@ -169,14 +169,15 @@ def finish(campaign_dir: Path, as_json: bool, stats: dict | None) -> int:
     from results.campaign import Campaign
     from results.store import read_json_or_none
     from scenarios.progress import fmt_duration
-    write_report(campaign_dir)
+    rows = write_report(campaign_dir)
     summary = read_json_or_none(campaign_dir / schema.SUMMARY_JSON) or {}
-    rows = summary.get("rows", [])
     if as_json:
+        # Per variant: its rows of summary.csv (the tidy table, as written).
         per_variant: dict[str, list] = {}
-        for row in rows:
+        for row in summary.get("rows", []):
             per_variant.setdefault(row["variant"], []).append(row)
         figures = {"campaign": str(campaign_dir), "summary_csv": str(campaign_dir / schema.SUMMARY_CSV),
+                   "figures_csv": str(campaign_dir / schema.FIGURES_CSV),
                    "summary_json": str(campaign_dir / schema.SUMMARY_JSON),
                    "report": str(campaign_dir / schema.REPORT_HTML),
                    "baseline": summary.get("campaign", {}).get("baseline"), "variants": per_variant,

@@ -30,7 +30,7 @@ ERROR_FILE = "error.txt"
 PARTIAL_SUFFIX = ".partial"      # a run being written; never counts
 FAILED_SUFFIX = ".failed"        # a run that failed; kept for inspection
 NETWORKS_DIR = "networks"        # one directory per network built, with its emulator figures
-SUMMARY_CSV, SUMMARY_JSON = "summary.csv", "summary.json"
+SUMMARY_CSV, SUMMARY_JSON, FIGURES_CSV = "summary.csv", "summary.json", "figures.csv"
 REPORT_HTML, REPORT_MD, PLOTS_DIR = "report.html", "report.md", "plots"
 
 # The standard capture points of a run (topologies.network.Network.capture_points) and

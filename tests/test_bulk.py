@@ -11,6 +11,7 @@ import pytest
 
 from analysis.workloads.bulk import jain
 from conftest import ROOT
+from summaries import cell_figures
 from timing import campaign_flags, report_flagged, timing_check, union
 
 
@@ -41,7 +42,9 @@ def test_bulk_run_end_to_end(tmp_path):
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     [row] = list(csv.DictReader(open(out / "summary.csv")))
-    assert row["size_bytes"] == "" and row["fct_mean_s"] == "" and row["flows"] == "3"
+    assert row["size_bytes"] == "" and row["fct_mean_s"] == "" and row["figure"] == "jain"
+    [row] = cell_figures(out)                           # the workload's own figures
+    assert row["flows"] == "3"
     # The three flows fill the link together: tbf's rate, which a late host does not keep.
     per_run, _ = campaign_flags(out)
     share = float(row["link_share_mean"])

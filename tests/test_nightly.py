@@ -134,6 +134,26 @@ def test_history_marks_only_the_regressed_night(tmp_path):
     assert abs(blitz[2].mean - blitz[1].mean - 0.5) < 1e-9 and blitz[0].ci_low < blitz[0].mean
 
 
+def test_a_history_over_nights_before_and_after_the_tidy_summary_is_one_history(tmp_path):
+    """The first night's summary.json as format 3 wrote it (one wide row per cell): read
+    through the upgrade, its points join the format-4 nights' alike."""
+    from analysis.summary import columns_of, summary_rows
+    root = tmp_path / "root"
+    nights = [make_night(root / "smoke", "2025-03-01"), make_night(root / "smoke", "2025-03-02")]
+    analysis = workload_analysis("competing")
+    campaign = Campaign.open(nights[0])
+    old = {"format": 3, "campaign": campaign.record, "columns": columns_of(analysis),
+           "rows": summary_rows(campaign.record, campaign.records(), analysis)}
+    (nights[0] / "summary.json").write_text(json.dumps(old))
+    for previous, night in zip([None, *nights], nights):
+        nightly.write_verdict(night, night_verdict("smoke", previous, night))
+    history = scenario_history(root / "smoke")
+    blitz = {s.variant: s for s in history.series}["blitz"].points
+    assert [p.night for p in blitz] == ["2025-03-01", "2025-03-02"]
+    assert blitz[0].mean == blitz[1].mean == old["rows"][1]["fct_mean_s"]
+    assert blitz[0].ci_low == blitz[1].ci_low is not None
+
+
 def test_publish_writes_the_page_and_regressions_json(tmp_path):
     root = tmp_path / "root"
     old = make_night(root / "smoke", "2025-03-01")

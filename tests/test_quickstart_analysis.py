@@ -11,7 +11,8 @@ from analysis.plots import model_windows, speedups
 from results.campaign import load_campaign
 from analysis.report import write_report
 from analysis.transfer_model import path_packets, relative_improvement, round_trips
-from test_report import BASE_FCT, FCT_OFFSET, make_campaign, read_csv, row_of
+from summaries import cell_figures, read_csv
+from test_report import BASE_FCT, FCT_OFFSET, make_campaign, row_of
 
 QS_COLUMNS = ["qs_requested_ratio", "qs_approval_ratio", "qs_failure_ratio", "qs_bytes_mean"]
 
@@ -87,8 +88,8 @@ def qs_campaign(tmp_path_factory) -> Path:
 
 
 def test_summary_has_the_quick_start_figures(qs_campaign):
-    columns, rows = read_csv(qs_campaign / "summary.csv")
-    assert all(c in columns for c in QS_COLUMNS)
+    rows = cell_figures(qs_campaign)
+    assert all(c in rows[0] for c in QS_COLUMNS)
     qs = row_of(rows, "dsl", 70_000, "blitz")
     assert float(qs["qs_requested_ratio"]) == 1.0
     assert float(qs["qs_approval_ratio"]) == 0.75                     # 3 of 4 requests
@@ -107,7 +108,7 @@ def test_campaign_without_quick_start_has_empty_columns_and_no_section(tmp_path)
     root = make_campaign(tmp_path / "c", variants=("slowstart", "blitz"), sizes=(70_000,), profiles=("dsl",),
                          reps=2)
     write_report(root)
-    _, rows = read_csv(root / "summary.csv")
+    rows = cell_figures(root)
     assert all(r[c] == "" for r in rows for c in QS_COLUMNS)
     assert "Quick-Start" not in (root / "report.md").read_text()
     assert not list((root / "plots").glob("speedup_*")) and not list((root / "plots").glob("time_sequence_*"))
@@ -153,8 +154,8 @@ def test_swept_campaign_has_one_row_per_point_and_load_figures(tmp_path):
                                 "drop_rate": 0.01 if load > 0.5 else 0.0}
             (run / "meta.json").write_text(json.dumps(meta))
     write_report(root)
-    columns, rows = read_csv(root / "summary.csv")
-    assert len(rows) == 3 * 2
+    rows = cell_figures(root)
+    assert len(rows) == len(read_csv(root / "summary.csv")[1]) == 3 * 2
     low = [r for r in rows if r["sweep_value"] == "0.2"]
     high = [r for r in rows if r["sweep_value"] == "0.8"]
     assert len(low) == len(high) == 3 and all(r["sweep_param"] == "long_load" and r["runs"] == "2" for r in rows)
@@ -165,13 +166,13 @@ def test_swept_campaign_has_one_row_per_point_and_load_figures(tmp_path):
     assert float(next(r for r in low if r["variant"] == "blitz")["qs_approval_ratio"]) == 1.0
     assert float(qs_high["qs_approval_ratio"]) == 0.5
     # compared with the baseline at the same load: the same 100 ms faster at both points
-    assert float(qs_high["fct_diff_s"]) == pytest.approx(-0.1)
+    assert float(qs_high["fct_diff"]) == pytest.approx(-0.1)
     plots = sorted(p.name for p in (root / "plots").glob("*.png"))
     assert plots == ["load_dsl_70KB.png"]          # the per-cell figures would mix the loads
     assert "dsl, long_load 0.8" in (root / "report.md").read_text()
 
 
 def test_unswept_rows_leave_the_sweep_and_link_columns_empty(qs_campaign):
-    _, rows = read_csv(qs_campaign / "summary.csv")
+    rows = cell_figures(qs_campaign)
     assert all(r[c] == "" for r in rows for c in ("sweep_param", "sweep_value", "utilisation_mean",
                                                     "drop_rate_mean"))

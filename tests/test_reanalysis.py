@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis.tidy import tidy_rows
+from analysis.workloads.competing import ANALYSIS
 from conftest import ROOT
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -23,6 +25,16 @@ def unpack(name: str, into: Path) -> Path:
     with tarfile.open(FIXTURES / f"{name}.tar.gz") as tar:
         tar.extractall(into)              # our own fixture: trusted content
     return into / name
+
+
+def _key(row: dict) -> tuple:
+    return tuple(row[k] or "" for k in ("profile", "size_bytes", "sweep_param", "sweep_value", "variant", "model",
+                                          "mode", "figure"))
+
+
+def _level_ci(row: dict) -> bool:
+    """A figure row holding a level's interval (format 1 had such columns of their own)."""
+    return "_ci_low" in row["figure"] or "_ci_high" in row["figure"]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -37,15 +49,28 @@ def test_reanalysis_of_a_format1_campaign_gives_the_same_summary(tmp_path, name)
     res = subprocess.run([sys.executable, str(ROOT / "run.py"), "analyze", str(root), "--json"],
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"})
     assert res.returncode == 0, res.stderr[-2000:]
-    after = read_csv(root / "summary.csv")
-    assert len(after) == len(before) > 0
-    # Every column of the old summary, value for value, except the levels' intervals, whose
+    after, figures = read_csv(root / "summary.csv"), read_csv(root / "figures.csv")
+    # The old summary (one wide row per cell) in today's tidy tables (analysis.tidy: the
+    # conversion old summary.json files are upgraded with), against the re-analysis.
+    old_summary, old_figures = tidy_rows(ANALYSIS, [{k: v if v != "" else None for k, v in r.items()}
+                                                    for r in before])
+    assert len(after) == len(old_summary) == len(before) > 0
+    # Every figure of the old summary, value for value, except the levels' intervals, whose
     # method changed on purpose in summary format 3 (a bootstrap, none below 3 runs:
     # analysis.stats.CI_METHOD); the differences' intervals are still Welch's and compared.
-    for old, new in zip(before, after):
-        kept = [k for k in old if not (("_ci_low" in k or "_ci_high" in k) and "_diff_" not in k)]
-        assert {k: new[k] for k in kept} == {k: old[k] for k in kept}
-        assert len(kept) < len(old)
+    not_compared = {"ci_low", "ci_high", "fct_ci_low_s", "fct_ci_high_s"}
+    # Columns the old format did not have (the emulator counts came later) are not compared.
+    not_compared |= {"emulator_flagged_runs", "flow_check_failed_runs"} - set(before[0])
+    new_by_key = {_key(f): f for f in figures}
+    skipped = 0
+    for old_rows, new_rows in ((old_summary, after), (old_figures, None)):
+        for i, old in enumerate(old_rows):
+            new = new_rows[i] if new_rows is not None else new_by_key[_key(old)]
+            old = {k: "" if v is None else v for k, v in old.items()}
+            kept = [k for k in old if k not in not_compared and k != "value" or k == "value" and not _level_ci(old)]
+            skipped += len(old) - len(kept)
+            assert {k: new[k] for k in kept} == {k: old[k] for k in kept}, old
+    assert skipped > 0
     meta = (root / next(p.name for p in root.iterdir() if (p / "metrics.json").exists()) / "meta.json").read_text()
     assert '"format": 3' in meta                       # upgraded and written back in today's format
     assert (root / "report.html").stat().st_size > 0

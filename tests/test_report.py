@@ -5,7 +5,6 @@ baseline's FCT is base + r ms, "blitz" is 100 ms faster (significantly better, l
 more packets), "cautious" is 20 ms slower (significant but within one 50 ms RTT).
 """
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -13,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from analysis import stats
+from summaries import read_csv
 
 from analysis.plots import cdf_figure, median_fct_run, variant_colours
 from analysis.report import VERDICTS, format_table, verdict, write_report
-from analysis.summary import columns_of, write_summary
+from analysis.summary import columns_of, summary_rows, write_summary
 from analysis.workloads.competing import ANALYSIS, FCT, LOSS
 from config.sizes import size_label
 from machine.errors import UserError
@@ -27,9 +27,10 @@ BASE_FCT = {70_000: 0.2, 2_000_000: 1.5}
 FCT_OFFSET = {"slowstart": 0.0, "blitz": -0.1, "cautious": 0.02}
 REQUIRED = ["profile", "size_bytes", "variant", "runs", "fct_mean_s", "fct_median_s",
             "fct_ci_low_s", "fct_ci_high_s", "loss_mean_pkts", "retx_mean_pkts", "fairness_median"]
-FURTHER = ["loss_median_pkts", "inflation_mean", "fct_diff_s", "fct_diff_ci_low_s",
-           "fct_diff_ci_high_s", "fct_ratio", "fct_significant", "fct_within_one_rtt",
-           "loss_diff_pkts", "loss_ratio", "loss_significant", "anova_fct_p"]
+# The tidy summary's columns after the stable ones: the same for every workload.
+FURTHER = ["sweep_param", "sweep_value", "model", "mode", "figure", "unit", "samples", "mean", "median",
+           "ci_low", "ci_high", "sd", "diff", "diff_ci_low", "diff_ci_high", "ratio", "significant",
+           "within_one_rtt", "anova_p", "rtt_s", "rate_bps", "emulator_flagged_runs", "flow_check_failed_runs"]
 T975_DF3 = 3.182446305284263
 T975_DF6 = 2.446911851144969
 
@@ -77,14 +78,11 @@ def make_campaign(root: Path, variants=("slowstart", "blitz", "cautious"), sizes
     return root
 
 
-def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    with path.open() as f:
-        reader = csv.DictReader(f)
-        return list(reader.fieldnames or []), list(reader)
-
-
-def row_of(rows: list[dict[str, str]], profile: str, size: int, variant: str) -> dict[str, str]:
-    [row] = [r for r in rows if (r["profile"], r["size_bytes"], r["variant"]) == (profile, str(size), variant)]
+def row_of(rows: list[dict[str, str]], profile: str, size: int, variant: str, figure: str | None = None
+           ) -> dict[str, str]:
+    """The row of a cell (of one of its figures, in figures.csv)."""
+    [row] = [r for r in rows if (r["profile"], r["size_bytes"], r["variant"]) == (profile, str(size), variant)
+             and (figure is None or r["figure"] == figure)]
     return row
 
 
@@ -139,56 +137,92 @@ def test_load_reports_an_incomplete_run(tmp_path):
 
 def test_csv_columns_and_rows(full):
     columns, rows = read_csv(full / "summary.csv")
-    assert columns[:len(REQUIRED)] == REQUIRED
-    assert columns[len(REQUIRED):len(REQUIRED) + len(FURTHER)] == FURTHER
+    assert columns == REQUIRED + FURTHER
     assert len(rows) == 2 * 2 * 3
     assert [r["variant"] for r in rows[:3]] == ["slowstart", "blitz", "cautious"]
     assert [(r["profile"], r["size_bytes"]) for r in rows[::3]] == [
         ("dsl", "70000"), ("dsl", "2000000"), ("lte", "70000"), ("lte", "2000000")]
+    assert {(r["figure"], r["unit"], r["model"], r["mode"]) for r in rows} == {("fct", "s", "", "")}
 
 
 def test_csv_baseline_figures_by_hand(full):
     _, rows = read_csv(full / "summary.csv")
     base = row_of(rows, "dsl", 70_000, "slowstart")
-    assert base["runs"] == "4"
-    assert float(base["fct_mean_s"]) == pytest.approx(0.2015)
+    assert base["runs"] == "4" and base["samples"] == "4"
+    assert float(base["fct_mean_s"]) == pytest.approx(0.2015) == float(base["mean"])
     assert float(base["fct_median_s"]) == pytest.approx(0.2015)
     # FCTs 0.200 … 0.203 s: the bootstrap interval of the mean lies inside them, around 0.2015
     # (analysis.stats.CI_METHOD), and is what mean_ci gives for those four values.
     low, high = float(base["fct_ci_low_s"]), float(base["fct_ci_high_s"])
     assert 0.200 <= low < 0.2015 < high <= 0.203
     assert (low, high) == pytest.approx(stats.mean_ci([0.200, 0.201, 0.202, 0.203]), abs=1e-12)
+    assert (base["ci_low"], base["ci_high"]) == (base["fct_ci_low_s"], base["fct_ci_high_s"])
     assert float(base["loss_mean_pkts"]) == 1.5 and float(base["retx_mean_pkts"]) == 1.5
     assert float(base["fairness_median"]) == pytest.approx(0.65)
-    for column in FURTHER[2:-1]:  # the comparison columns, not the ANOVA
+    for column in ("diff", "diff_ci_low", "diff_ci_high", "ratio", "significant", "within_one_rtt"):
         assert base[column] == "", column
 
 
 def test_csv_comparison_by_hand(full):
     _, rows = read_csv(full / "summary.csv")
+    _, figures = read_csv(full / "figures.csv")
     blitz = row_of(rows, "dsl", 70_000, "blitz")
     half = T975_DF6 * math.sqrt(2 * 1.6666666e-6 / 4)  # equal variances and n: Welch df = 6
-    assert float(blitz["fct_diff_s"]) == pytest.approx(-0.1)
-    assert float(blitz["fct_diff_ci_low_s"]) == pytest.approx(-0.1 - half, abs=1e-8)
-    assert float(blitz["fct_diff_ci_high_s"]) == pytest.approx(-0.1 + half, abs=1e-8)
-    assert float(blitz["fct_ratio"]) == pytest.approx(0.1015 / 0.2015)
-    assert blitz["fct_significant"] == "true" and blitz["fct_within_one_rtt"] == "false"
-    assert float(blitz["loss_diff_pkts"]) == 10.0 and float(blitz["loss_ratio"]) == pytest.approx(11.5 / 1.5)
-    assert blitz["loss_significant"] == "true"
-    assert float(blitz["anova_fct_p"]) < 1e-6
+    assert float(blitz["diff"]) == pytest.approx(-0.1)
+    assert float(blitz["diff_ci_low"]) == pytest.approx(-0.1 - half, abs=1e-8)
+    assert float(blitz["diff_ci_high"]) == pytest.approx(-0.1 + half, abs=1e-8)
+    assert float(blitz["ratio"]) == pytest.approx(0.1015 / 0.2015)
+    assert blitz["significant"] == "true" and blitz["within_one_rtt"] == "false"
+    assert float(blitz["anova_p"]) < 1e-6
+    loss = row_of(figures, "dsl", 70_000, "blitz", "loss")
+    assert loss["unit"] == "pkts" and float(loss["diff"]) == 10.0
+    assert float(loss["ratio"]) == pytest.approx(11.5 / 1.5) and loss["significant"] == "true"
+    assert row_of(figures, "dsl", 70_000, "blitz", "fct") == {**blitz_figure(blitz), "value": ""}
 
     cautious = row_of(rows, "dsl", 70_000, "cautious")
-    assert cautious["fct_significant"] == "true" and cautious["fct_within_one_rtt"] == "true"
-    assert float(cautious["loss_diff_pkts"]) == 0.0 and cautious["loss_significant"] == "false"
+    assert cautious["significant"] == "true" and cautious["within_one_rtt"] == "true"
+    loss = row_of(figures, "dsl", 70_000, "cautious", "loss")
+    assert float(loss["diff"]) == 0.0 and loss["significant"] == "false"
+
+
+def blitz_figure(row: dict[str, str]) -> dict[str, str]:
+    """A summary row's primary figure as figures.csv spells it."""
+    from analysis.tidy import FIGURE_COLUMNS
+    return {c: row[c] for c in FIGURE_COLUMNS if c != "value"}
+
+
+def test_every_figure_of_a_cell_is_one_row_of_figures_csv(full):
+    columns, figures = read_csv(full / "figures.csv")
+    from analysis.tidy import FIGURE_COLUMNS
+    assert columns == FIGURE_COLUMNS
+    cell = [f for f in figures if (f["profile"], f["size_bytes"], f["variant"]) == ("dsl", "70000", "blitz")]
+    names = [f["figure"] for f in cell]
+    assert len(names) == len(set(names))
+    assert {"fct", "loss", "retx_mean_pkts", "fairness_median", "inflation_mean"} <= set(names)
+    assert float(next(f for f in cell if f["figure"] == "retx_mean_pkts")["value"]) == 11.5
+    assert len(figures) == 12 * len(names)
 
 
 def test_summary_json(full):
+    from analysis.tidy import FIGURE_COLUMNS, SUMMARY_COLUMNS
     document = json.loads((full / "summary.json").read_text())
-    assert document["format"] == 3
+    assert document["format"] == 4
     assert document["campaign"]["scenario"] == "competing"
-    assert document["columns"] == columns_of(ANALYSIS)
+    assert document["columns"] == SUMMARY_COLUMNS and document["figure_columns"] == FIGURE_COLUMNS
     assert len(document["rows"]) == 12
-    assert document["rows"][0]["fct_diff_s"] is None and document["rows"][1]["fct_significant"] is True
+    assert document["rows"][0]["diff"] is None and document["rows"][1]["significant"] is True
+    assert len(document["figures"]) == len(read_csv(full / "figures.csv")[1])
+
+
+def test_an_old_summary_is_upgraded_to_the_same_tables(full):
+    from analysis.tidy import upgrade
+    campaign, records = load_campaign(full)
+    wide = summary_rows(campaign, records, ANALYSIS)
+    old = {"format": 3, "campaign": campaign, "columns": columns_of(ANALYSIS), "rows": wide}
+    new = json.loads((full / "summary.json").read_text())
+    up = upgrade(json.loads(json.dumps(old)), ANALYSIS)
+    assert up["format"] == 4 and up["upgraded_from"] == 3
+    assert up["rows"] == new["rows"] and up["figures"] == new["figures"]
 
 
 def test_no_competing_flow_leaves_fairness_empty(tmp_path):
@@ -205,10 +239,10 @@ def test_single_repetition_has_no_intervals(tmp_path):
     write_summary(root, campaign, records, ANALYSIS)
     _, rows = read_csv(root / "summary.csv")
     for row in rows:
-        assert row["fct_ci_low_s"] == row["fct_ci_high_s"] == "" and row["anova_fct_p"] == ""
+        assert row["fct_ci_low_s"] == row["fct_ci_high_s"] == "" and row["anova_p"] == ""
     blitz = row_of(rows, "dsl", 70_000, "blitz")
-    assert float(blitz["fct_diff_s"]) == pytest.approx(-0.1)
-    assert blitz["fct_diff_ci_low_s"] == "" and blitz["fct_significant"] == "false"
+    assert float(blitz["diff"]) == pytest.approx(-0.1)
+    assert blitz["diff_ci_low"] == "" and blitz["significant"] == "false"
     write_report(root)  # and the report copes too
     assert "not significant" in (root / "report.md").read_text()
 
@@ -253,11 +287,12 @@ def test_only_the_baseline(tmp_path):
     assert "Only the baseline variant ran" in (root / "report.html").read_text()
     assert "Only the baseline variant ran" in (root / "report.md").read_text()
     _, rows = read_csv(root / "summary.csv")
-    assert len(rows) == 1 and rows[0]["anova_fct_p"] == ""
+    assert len(rows) == 1 and rows[0]["anova_p"] == ""
 
 
 def test_format_table(full):
-    rows = json.loads((full / "summary.json").read_text())["rows"]
+    campaign, records = load_campaign(full)
+    rows = summary_rows(campaign, records, ANALYSIS)
     lines = format_table(rows, ANALYSIS).splitlines()
     assert lines[0].split()[:3] == ["profile", "size", "variant"]
     body = [line for line in lines[2:] if line.startswith(("dsl", "lte"))]
@@ -331,13 +366,13 @@ def test_a_campaign_from_several_hosts_is_also_summarised_per_host(tmp_path):
             metrics["short"]["fct_s"] += 0.05
             metrics_file.write_text(json.dumps(metrics))
     write_report(root)
-    _, rows = read_csv(root / "summary-by-host.csv")
-    by = {(r["host"], r["variant"]): r for r in rows}
+    _, rows = read_csv(root / "summary-by-host.csv")          # figures.csv's rows per host
+    by = {(r["host"], r["variant"]): r for r in rows if r["figure"] == "fct"}
     assert sorted(by) == [("a", "blitz"), ("a", "slowstart"), ("b", "blitz"), ("b", "slowstart")]
     assert all(r["runs"] == "2" for r in rows)
     # slowstart at 70 KB: 0.2 s + rep ms; host b adds 50 ms
-    assert float(by[("a", "slowstart")]["fct_mean_s"]) == pytest.approx(0.2005)
-    assert float(by[("b", "slowstart")]["fct_mean_s"]) == pytest.approx(0.2525)
+    assert float(by[("a", "slowstart")]["mean"]) == pytest.approx(0.2005)
+    assert float(by[("b", "slowstart")]["mean"]) == pytest.approx(0.2525)
     assert "Per host" in (root / "report.html").read_text()
 
 

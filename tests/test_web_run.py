@@ -79,8 +79,13 @@ def test_web_run_end_to_end(tmp_path):
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     assert not httperf_processes()
-    [row] = list(csv.DictReader(open(out / "summary.csv")))
-    assert row["variant"] == "qs-reno" and int(row["pages"]) > 0
+    rows = list(csv.DictReader(open(out / "summary.csv")))
+    # One row for the cell (all pages), one per model and mode that ran: all download times.
+    [row] = [r for r in rows if not r["model"]]
+    assert row["variant"] == "qs-reno" and row["figure"] == "download" and int(row["samples"]) > 0
+    per_mode = [r for r in rows if r["model"]]
+    assert per_mode and all(r["figure"] == "download" and r["mode"] for r in per_mode)
+    assert sum(int(r["samples"]) for r in per_mode) == int(row["samples"])
     # The summary counts the runs the emulator flagged (whatever the host); on a qualified
     # host there are none, on an unfit one the reasons are in the report's flagged section.
     per_run, _ = campaign_flags(out)

@@ -6,6 +6,8 @@ A workload analysis module defines one `ANALYSIS` object with:
   - `columns`: its summary.csv columns after profile, size_bytes, variant and runs, in order;
   - `compared`: the per-run figures compared with the baseline (the Table-1 cells, nightly
     regressions), the first being the primary one (one-way ANOVA across variants);
+    `per_mode` and `described`: further figures with statistics in its rows (per model and
+    mode; others), which the tidy summary lists as figures of their own;
   - `describe(runs)`, `compare(runs, base)`: the figures of one summary cell;
   - `display(row)`/`display_headers`: the summary as a table for people;
   - `plots(...)`, `sections(rows)`: its figures and further report tables.
@@ -41,6 +43,17 @@ class Compared:
     get: Callable[[RunRecord], float]
     rtt_floor: bool = False
     higher_is_better: bool = False
+    # In the tidy summary (analysis.tidy): the figure's name (default: `column`), the model
+    # and mode it was measured in (None: the whole cell), and the wide column counting its
+    # samples (empty: one per run).
+    figure_name: str = ""
+    model: Optional[str] = None
+    mode: Optional[str] = None
+    samples: str = ""
+
+    @property
+    def figure(self) -> str:
+        return self.figure_name or self.column
 
     def col(self, kind: str) -> str:
         """The summary column of `kind` ('mean', 'diff', 'ratio', 'significant', …)."""
@@ -96,7 +109,13 @@ class WorkloadAnalysis(ABC):
     name: str = ""
     columns: list[str] = []
     compared: tuple[Compared, ...] = ()
+    per_mode: tuple[Compared, ...] = ()
+    described: tuple[Compared, ...] = ()
     display_headers: list[str] = []
+
+    def figures(self) -> tuple[Compared, ...]:
+        """Every figure its rows hold with statistics, the primary first."""
+        return (*self.compared, *self.per_mode, *self.described)
 
     @abstractmethod
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:

@@ -167,6 +167,7 @@ class BurstyAnalysis(WorkloadAnalysis):
     name = "bursty"
     columns = COLUMNS
     compared = (FCT,)
+    described = (OTHER,)
     display_headers = ["profile", "variant", "runs", "completion mean", "± s.e.", "restart window",
                        "bursty lost", "bulk lost", "other half", "Δ vs baseline"]
 

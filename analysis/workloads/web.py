@@ -180,10 +180,12 @@ def _run_mean(r: RunRecord, key: str) -> float:
 
 
 DL = Compared(column="dl", name="download_mean_s", label="download time", unit="s",
-              get=lambda r: r.metrics["download_mean_s"], rtt_floor=True)
+              get=lambda r: r.metrics["download_mean_s"], rtt_floor=True, figure_name="download",
+              samples="pages")
 PER_COMBO = tuple(Compared(column=column_prefix(m, h), name=f"download_{combo_key(m, h)}_s",
                            label=f"{m} {h}", unit="s", get=lambda r, k=combo_key(m, h): _run_mean(r, k),
-                           rtt_floor=True) for m, h in COMBOS)
+                           rtt_floor=True, figure_name="download", model=m, mode=h,
+                           samples=f"{column_prefix(m, h)}_pages") for m, h in COMBOS)
 COMPARED_KINDS = ("mean", "median", "ci_low", "ci_high", "diff", "diff_ci_low", "diff_ci_high", "ratio",
                   "significant", "within_one_rtt")
 COMBO_KINDS = ("pages", "mean", "median", "ci_low", "ci_high", "sd", "qs_approval", "utilisation", "drop_rate",
@@ -237,6 +239,7 @@ class WebAnalysis(WorkloadAnalysis):
     name = "web"
     columns = COLUMNS
     compared = (DL,)
+    per_mode = PER_COMBO
     display_headers = ["profile", "variant", "runs", "pages", "download mean", "95% CI", "utilisation",
                        "QS approved", "loss", "Δdownload vs baseline"]
 
