@@ -29,16 +29,15 @@ from hosts.quic.quic_net import (CLIENT_BIN, SERVER_BIN, SERVER_IP, PathSpec,  #
 
 
 def tcp_goodput(net: QuicNet, seconds: float) -> dict:
-    server = net.popen(net.ns_server, ["iperf3", "-s", "-1", "-B", SERVER_IP, "-p", "5211"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = net.popen(net.server, ["iperf3", "-s", "-1", "-B", SERVER_IP, "-p", "5211"])
     time.sleep(0.3)
-    out = subprocess.run(net.ns(net.ns_client, "iperf3", "-c", SERVER_IP, "-p", "5211", "-R", "-J",
-                                "-C", "cubic", "-t", str(seconds)),
-                         capture_output=True, text=True, timeout=seconds + 30)
+    client = net.popen(net.client, ["iperf3", "-c", SERVER_IP, "-p", "5211", "-R", "-J", "-C", "cubic",
+                                    "-t", str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = client.communicate(timeout=seconds + 30)
     net.stop(server)
-    if out.returncode != 0:
-        raise RuntimeError(f"iperf3 failed: {out.stdout[-400:]} {out.stderr[-400:]}")
-    end = json.loads(out.stdout)["end"]
+    if client.returncode != 0:
+        raise RuntimeError(f"iperf3 failed: {out[-400:]} {err[-400:]}")
+    end = json.loads(out)["end"]
     return {"goodput_mbps": end["sum_received"]["bits_per_second"] / 1e6,
             "retransmits": end["sum_sent"].get("retransmits"),
             "server_cpu_pct": end.get("cpu_utilization_percent", {}).get("remote_total")}
@@ -51,7 +50,7 @@ def quic_goodput(net: QuicNet, rate_bps: float, seconds: float, server_args: lis
     server = net.start_server(server_args, stats, net.workdir / "quic-server.log")
     size = int(rate_bps * seconds / 8)
     cpu0, t0 = process_cpu_s(server.pid), time.monotonic()
-    client = net.popen(net.ns_client, [str(CLIENT_BIN), "--server", f"{SERVER_IP}:4433",
+    client = net.popen(net.client, [str(CLIENT_BIN), "--server", f"{SERVER_IP}:4433",
                                        "--size", str(size), "--timeout-s", str(seconds * 5 + 30),
                                        *client_args],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -98,7 +97,7 @@ def main() -> int:
     results = []
     for mbps in (float(r) for r in args.rates_mbps.split(",")):
         rate = mbps * 1e6
-        with QuicNet(PathSpec(tag="g", rate_bps=rate, rtt_ms=args.rtt_ms, offloads=args.offloads)) as net:
+        with QuicNet(PathSpec(rate_bps=rate, rtt_ms=args.rtt_ms, offloads=args.offloads)) as net:
             tcp = tcp_goodput(net, args.seconds)
             quic = quic_goodput(net, rate, args.seconds, ["--cc", args.cc, *args.server_args.split()],
                                 args.client_args.split())

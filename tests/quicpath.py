@@ -1,4 +1,4 @@
-"""The QUIC tests' path: server — delay line — tbf — client (hosts/quic/quic_net.py), one
+"""The QUIC tests' path: client — tbf, delay line — server (hosts/quic/quic_net.py), one
 place for its shape and for what it needs on the machine."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ RTT_MS = 50.0
 LIMIT_BYTES = 208 * 1514
 
 
-def quic_path(tag: str, missing: Optional[str] = None) -> Iterator[QuicNet]:
+def quic_path(missing: Optional[str] = None) -> Iterator[QuicNet]:
     """Yield a built 50 Mbit/s, 50 ms path; skip, saying what is missing, when the binaries
     or tcpdump are not there, or with `missing`, what else the caller needs and lacks.
 
@@ -29,7 +29,7 @@ def quic_path(tag: str, missing: Optional[str] = None) -> Iterator[QuicNet]:
     if missing:
         pytest.skip(missing)
     claims = Deferred()
-    with QuicNet(PathSpec(tag=tag, rate_bps=RATE_BPS, rtt_ms=RTT_MS, limit_bytes=LIMIT_BYTES)) as net:
+    with QuicNet(PathSpec(rate_bps=RATE_BPS, rtt_ms=RTT_MS, limit_bytes=LIMIT_BYTES)) as net:
         net.timing = claims
         yield net
     claims.settle(net.host_flags["delay"])

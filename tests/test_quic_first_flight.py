@@ -21,7 +21,7 @@ DATAGRAM = 1472
 
 @pytest.fixture
 def path():
-    yield from quic_path("t")
+    yield from quic_path()
 
 
 def run_one(net: QuicNet, name: str, server_args: list[str], client_args: list[str]) -> tuple[dict, dict, dict]:
@@ -29,7 +29,7 @@ def run_one(net: QuicNet, name: str, server_args: list[str], client_args: list[s
     stats.unlink(missing_ok=True)
     pcap = net.workdir / f"{name}.pcap"
     server = net.start_server(server_args, stats, net.workdir / f"{name}.log")
-    capture = net.start_capture(net.ns_server, net.if_s0, pcap)
+    capture = net.start_capture(net.server, net.server_intf, pcap)
     try:
         result = net.fetch("2MB", [*client_args, "--verify"])
     finally:

@@ -29,7 +29,7 @@ STREAM = 0                     # the client's first bidirectional stream: the re
 
 @pytest.fixture
 def path():
-    yield from quic_path("w", missing=None if TSHARK else
+    yield from quic_path(missing=None if TSHARK else
                          "tshark is not installed (it decrypts the capture; playbooks/site.yml installs it)")
 
 
@@ -96,8 +96,8 @@ def test_hint_is_on_the_wire_where_the_readme_says(path):
     stats = net.workdir / "server.jsonl"
     server = net.start_server(["--cc", "blitz"], stats, net.workdir / "server.log")
     # Whole frames (-s 0): tshark must authenticate a packet to decrypt it.
-    at_server_cap = net.start_capture(net.ns_server, net.if_s0, net.workdir / "server.pcap", snap=0)
-    at_client_cap = net.start_capture(net.ns_client, net.if_c0, net.workdir / "client.pcap", snap=0)
+    at_server_cap = net.start_capture(net.server, net.server_intf, net.workdir / "server.pcap", snap=0)
+    at_client_cap = net.start_capture(net.client, net.client_intf, net.workdir / "client.pcap", snap=0)
     try:
         result = net.fetch(str(SIZE_BYTES), ["--hint-kbps", str(HINT_KBPS), "--tech", TECH,
                                              "--keylog", str(keys), "--verify"])

@@ -53,7 +53,8 @@ class LineNet:
             for intf in node.intfNames():
                 if intf != "lo":
                     check_cmd(node, f"ip addr flush dev {intf}")
-                    check_cmd(node, f"ethtool -K {intf} tso {off} gso {off} gro {off} >/dev/null")
+                    check_cmd(node, f"ethtool -K {intf} tso {off} gso {off} gro {off} "
+                                    f"tx-udp-segmentation {off} >/dev/null")
                     check_cmd(node, f"ip link set {intf} up")
                     # As in the dumbbell: receive work off the delay line's own CPU.
                     set_single_cpu_rps(node, intf, cpu_plan(own_cpus(), True)[0][0])
