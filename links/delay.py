@@ -519,7 +519,8 @@ def own_timing(dirs: dict) -> dict:
     return {"wakeup_us": {k: worst("wakeup_us", k) for k in ("p99", "max")},
             "spin_stall_max_us": worst("spin_stall_max_us"),
             "own_lateness_us": {k: worst("own_lateness_us", k) for k in ("p99", "max")},
-            "send_call_max_us": worst("send_call_max_us")}
+            "send_call_max_us": worst("send_call_max_us"),
+            "off_cpu_max_us": worst("off_cpu_max_us")}
 
 
 def read_stats(path: Path) -> dict | None:

@@ -185,13 +185,17 @@ def lateness_cause(monitor: HostTiming | None, delay_stats: list[dict]) -> str:
     lateness came after the wait before its round ended (its own work: receiving, queueing,
     sending) and how late those waits ended (the host's wake-ups on the line's CPU), and the
     longest time it was kept off the CPU while spinning. Only a frame late by its own work
-    is the line's fault; the rest is the host's, as the monitor beside it says."""
+    is the line's fault; the rest is the host's, as the monitor beside it says. Own work is
+    what the line's thread spent on its CPU: the time it was kept off it (preempted, or
+    stolen by the hypervisor) within a round is counted as the host's (off_cpu_max_us)."""
     own_p99 = max(((s.get("own_lateness_us") or {}).get("p99") or 0 for s in delay_stats), default=0)
     line_p99 = max(((s.get("wakeup_us") or {}).get("p99") or 0 for s in delay_stats), default=0)
     stall = max((s.get("spin_stall_max_us") or 0 for s in delay_stats), default=0)
     send = max((s.get("send_call_max_us") or 0 for s in delay_stats), default=0)
+    off_cpu = max((s.get("off_cpu_max_us") or 0 for s in delay_stats), default=0)
     own = (f"the line's own work p99 {own_p99} µs, its timer wake-ups p99 {line_p99} µs, longest stall "
-           f"while spinning {stall / 1000:.1f} ms, longest send {send / 1000:.1f} ms")
+           f"while spinning {stall / 1000:.1f} ms, longest send {send / 1000:.1f} ms, longest off its CPU "
+           f"while working {off_cpu / 1000:.1f} ms")
     measured_own = any("own_lateness_us" in s for s in delay_stats)
     # The line's own CPU as the calibration would judge it: its timer wake-ups and stalls,
     # and the monitor's beside it. Own work is the line's fault only on a CPU that was fit.

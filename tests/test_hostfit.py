@@ -97,6 +97,12 @@ def test_lateness_is_put_on_the_host_only_where_something_measured_it_late():
                 "spin_stall_max_us": 40.0, "send_call_max_us": 1300.0}
     flag = hostfit.delay_flags(QUIET, [own_work])[0]
     assert flag.endswith(hostfit.LINE_ITSELF_LATE) and "own work p99 1400 µs" in flag and "longest send 1.3 ms" in flag
+    # Kept off its CPU while working (preempted, stolen): the line leaves that out of its own
+    # work, and the flag says how long, so a reader sees where the lateness went.
+    kept_off = dict(own_work, own_lateness_us={"p99": 80}, off_cpu_max_us=7300.0)
+    kept_off_flag = hostfit.delay_flags(QUIET, [kept_off])[0]
+    assert (hostfit.LINE_ITSELF_LATE not in kept_off_flag
+            and "longest off its CPU while working 7.3 ms" in kept_off_flag)
     woke_late = dict(own_work, own_lateness_us={"p99": 120}, wakeup_us={"p99": 2100})
     assert "host woke or kept the line late" in hostfit.delay_flags(QUIET, [woke_late])[0]
     # Own work late on a CPU whose wake-ups were late too (the line's p99 above 500 µs): the

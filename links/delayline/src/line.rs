@@ -13,7 +13,7 @@ use crate::schedule::{self, ClockOffset, Tuning, Wait, NS_PER_US};
 use crate::sock::{self, PacketSocket, RecvBatch, Received, VNET_HDR_LEN};
 use crate::stage::{DelayStage, Held};
 use crate::stats::DirStats;
-use crate::timer::{clock_ns, mono, poll, Timer};
+use crate::timer::{clock_ns, mono, poll, thread_cpu, Timer};
 use std::collections::VecDeque;
 use std::os::unix::io::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -94,6 +94,24 @@ fn drain_eventfd(fd: RawFd) {
     // SAFETY: nonblocking read of the eventfd counter into a local buffer.
     unsafe {
         libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, 8);
+    }
+}
+
+/// When a round of work began, by the wall clock and by the thread's CPU clock.
+#[derive(Clone, Copy)]
+struct RoundStart {
+    wall: i64,
+    cpu: i64,
+}
+
+impl RoundStart {
+    fn now() -> RoundStart {
+        RoundStart { wall: mono(), cpu: thread_cpu() }
+    }
+
+    /// How long, since the round began and up to `wall`, the thread was kept off its CPU.
+    fn off_cpu_until(&self, wall: i64) -> i64 {
+        ((wall - self.wall) - (thread_cpu() - self.cpu)).max(0)
     }
 }
 
@@ -244,8 +262,11 @@ impl Direction {
 
     /// Send every frame whose release time has come, in release order.
     /// `woke_late`: how late the thread's last wait ended against its target (0 when it
-    /// did not wait for a release): a frame's lateness beyond it is the line's own.
-    fn send_due(&mut self, horizon: i64, woke_late: i64, bufs: &mut SendBufs, st: &mut DirStats, stop: &AtomicBool) -> usize {
+    /// did not wait for a release); `round`: when this round of work began. A frame's
+    /// lateness beyond the late wake-up and the time the thread was kept off its CPU
+    /// since is the line's own.
+    fn send_due(&mut self, horizon: i64, woke_late: i64, round: RoundStart, bufs: &mut SendBufs, st: &mut DirStats,
+                stop: &AtomicBool) -> usize {
         let mut sent_total = 0;
         if let Some(q) = self.queue.as_mut() {
             q.depart_until(horizon, &mut self.departed);
@@ -274,8 +295,11 @@ impl Direction {
                 return sent_total;
             }
             let sent_at = mono();
+            let off_cpu = round.off_cpu_until(sent_at);
             let sent = sock::send_batch(&self.tx, &bufs.frames, &mut bufs.iovs, &mut bufs.msgs);
             st.send_call_max_ns = st.send_call_max_ns.max(mono() - sent_at);
+            st.off_cpu_max_ns = st.off_cpu_max_ns.max(off_cpu);
+            let host_late = woke_late + off_cpu;
             let mut egress_drop = false;
             let (done, failed) = match sent {
                 Ok(k) => (k, false),
@@ -301,7 +325,7 @@ impl Direction {
                 st.tx_frames += 1;
                 st.tx_bytes += (bufs.frames[i].1 - VNET_HDR_LEN) as u64;
                 st.lateness.record(sent_at - h.release_ns);
-                st.own_lateness.record(sent_at - h.release_ns - woke_late);
+                st.own_lateness.record(sent_at - h.release_ns - host_late);
                 self.ring.free(h.seq);
             }
             sent_total += done;
@@ -313,7 +337,7 @@ impl Direction {
             } else if egress_drop {
                 st.egress_drops += 1;
                 st.lateness.record(sent_at - bufs.held[0].release_ns);
-                st.own_lateness.record(sent_at - bufs.held[0].release_ns - woke_late);
+                st.own_lateness.record(sent_at - bufs.held[0].release_ns - host_late);
                 self.ring.free(bufs.held[0].seq);
                 sent_total += 1;
                 rest = 1;
@@ -355,10 +379,11 @@ impl Direction {
         let stop = &ctl.stop;
         let mut woke_late = 0i64;
         while !stop.load(Ordering::Relaxed) {
-            ctl.last_round[self.index].store(mono(), Ordering::Relaxed);
+            let round = RoundStart::now();
+            ctl.last_round[self.index].store(round.wall, Ordering::Relaxed);
             self.maybe_publish(ctl, &mut published, &mut st, &reports);
             let (read, horizon) = self.receive(&mut batch, &mut got, &mut st);
-            let sent = self.send_due(horizon, woke_late, &mut bufs, &mut st, stop);
+            let sent = self.send_due(horizon, woke_late, round, &mut bufs, &mut st, stop);
             woke_late = 0;
             let now = mono();
             let (next, following) = self.next_releases();
@@ -437,6 +462,23 @@ mod tests {
         unsafe {
             libc::eventfd_write(fd, 1);
         }
+    }
+
+    #[test]
+    fn time_off_the_cpu_is_wall_time_the_thread_did_not_run() {
+        // Asleep: off the CPU for the whole sleep. Spinning: on it (bar a preemption).
+        let round = RoundStart::now();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let slept = round.off_cpu_until(mono());
+        assert!(slept >= 19_000_000, "{slept} ns off the CPU over a 20 ms sleep");
+        let round = RoundStart::now();
+        let until = round.wall + 20_000_000;
+        while mono() < until {
+            std::hint::spin_loop();
+        }
+        let end = mono();
+        let spun = round.off_cpu_until(end);
+        assert!(spun < end - round.wall, "{spun} ns off the CPU over a {} ns spin", end - round.wall);
     }
 
     #[test]

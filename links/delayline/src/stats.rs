@@ -154,6 +154,10 @@ pub struct DirStats {
     pub own_lateness: Lateness,
     /// Longest single sendmmsg call (the kernel may run the receiver's stack inline).
     pub send_call_max_ns: i64,
+    /// Longest time, within one round of work (after its wait, up to a send), that the
+    /// thread was kept off its CPU (preempted, or stolen by the hypervisor): wall time
+    /// minus the thread's CPU time. own_lateness leaves it out: it is the host's.
+    pub off_cpu_max_ns: i64,
     /// Rounds that found a release due but could neither send nor receive anything.
     pub stalled_rounds: u64,
     /// Frames the egress interface's own qdisc dropped (a shaper on the line's output):
@@ -183,6 +187,7 @@ impl DirStats {
             spin_stall_max_ns: 0,
             own_lateness: Lateness::new(),
             send_call_max_ns: 0,
+            off_cpu_max_ns: 0,
             stalled_rounds: 0,
             egress_drops: 0,
             queue: None,
@@ -208,7 +213,7 @@ impl DirStats {
              \"link_tx_drops\": {}, \"reorders_seen\": {}, \"reorder_max_us\": {:.3}, \"lateness_us\": {{\"p50\": {}, \"p99\": {}, \
              \"max\": {:.1}, \"histogram\": [{}]}}, \"lateness_fine_us\": {}, \"wakeup_us\": {{\"count\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {:.1}}}, \
              \"spin_stall_max_us\": {:.1}, \"own_lateness_us\": {{\"p50\": {}, \"p99\": {}, \"max\": {:.1}}}, \
-             \"send_call_max_us\": {:.1}, \"stalled_rounds\": {}, \"egress_drops\": {}, \"queue\": {}}}",
+             \"send_call_max_us\": {:.1}, \"off_cpu_max_us\": {:.1}, \"stalled_rounds\": {}, \"egress_drops\": {}, \"queue\": {}}}",
             self.rx_frames,
             self.rx_bytes,
             self.tx_frames,
@@ -235,6 +240,7 @@ impl DirStats {
             opt(self.own_lateness.quantile_us(0.99)),
             self.own_lateness.max_us(),
             self.send_call_max_ns as f64 / 1_000.0,
+            self.off_cpu_max_ns as f64 / 1_000.0,
             self.stalled_rounds,
             self.egress_drops,
             self.queue.as_ref().map_or("null".to_string(), |q| q.json())

@@ -16,6 +16,13 @@ pub fn mono() -> i64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// The calling thread's CPU time. Under paravirtual steal accounting it leaves out the
+/// time the hypervisor took, so wall time minus it is the time the thread was kept off
+/// its CPU (preempted or stolen).
+pub fn thread_cpu() -> i64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 pub struct Timer {
     pub fd: RawFd,
 }
