@@ -36,12 +36,11 @@ from links.delay import DelayLine
 from links.delayline.line_net import H1_IP, H2_IP, LineNet, line_net
 from links.hostfit import delay_flags, rate_flags, tuning_for
 from machine import host
+from machine.binaries import RELEASE
 from machine.host import HostMonitor
 from machine.shell import check_cmd
 from wire import pcap
 
-ROOT = Path(__file__).resolve().parents[2]
-RELEASE = ROOT / "target" / "release"
 SERVER_BIN = RELEASE / "startlab-quic-server"
 CLIENT_BIN = RELEASE / "startlab-quic-client"
 DELAYLINE_BIN = RELEASE / "startlab-delayline"
