@@ -104,8 +104,15 @@ def endpoint_checks(got: dict[str, Any], late_ok: bool = False) -> dict[str, Any
     if late_ok and got.get("reported_segments") is not None:
         out.update(reported_segments=got["reported_segments"], window_unchecked="short flight on a late host")
     elif got.get("reported_segments") is not None and flight:
-        out.update(reported_segments=got["reported_segments"],
-                   window_ok=_flight_fits(flight, int(got["reported_segments"])))
+        window = int(got["reported_segments"])
+        out.update(reported_segments=window, window_ok=_flight_fits(flight, window))
+        sent = got.get("reported_flight_segments")
+        if sent is not None:
+            # The first acknowledgement ended the flight before its window was out: the wire
+            # shows what the server says it sent by then, and that is no more than the window.
+            tolerance = int(flight.get("tolerance_segments", 0))
+            out.update(reported_flight_segments=int(sent), flight_ended_by=flight.get("ended_by"),
+                       window_ok=_flight_fits(flight, int(sent)) and int(sent) <= window + tolerance)
     if got.get("hint_sent_kbps") is not None or got.get("hint_received_kbps") is not None:
         out.update(hint_sent_kbps=got.get("hint_sent_kbps"), hint_received_kbps=got.get("hint_received_kbps"),
                    hint_ok=got.get("hint_sent_kbps") == got.get("hint_received_kbps"))
@@ -133,6 +140,10 @@ def problems(checks: list[dict[str, Any]]) -> list[str]:
         if c.get("window_ok") is False and c.get("reported_segments") is None:
             out.append(f"flow {c['flow']}: no start window reported by its endpoint or no first flight on the "
                        "wire: its start cannot be checked")
+        elif c.get("window_ok") is False and c.get("reported_flight_segments") is not None:
+            out.append(f"flow {c['flow']}: first flight {c['first_flight_segments']} datagrams on the wire until "
+                       f"the server's first acknowledgement ({c['flight_ended_by']}), the server reports "
+                       f"{c['reported_flight_segments']} sent by then of a start window of {c['reported_segments']}")
         elif c.get("window_ok") is False:
             out.append(f"flow {c['flow']}: first flight {c['first_flight_segments']} datagrams on the wire, the "
                        f"server reports a start window of {c['reported_segments']}")

@@ -11,6 +11,7 @@ agree (packets lost: a sender may declare a loss spuriously).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,8 @@ ACK_RTT_SHARE = 0.9
 # Small packets of the flight (HANDSHAKE_DONE, acknowledgements) may add up to one datagram
 # when the flight is counted in bytes ÷ datagram size.
 FLIGHT_TOLERANCE_DATAGRAMS = 1
+# How a sender's start flight can end before its window is out (first_flight's `sender`).
+SENDER_ENDS = ("ack", "loss")
 
 
 def reverse(t: FourTuple) -> FourTuple:
@@ -74,7 +77,7 @@ def bytes_in_window(dg: Datagrams, t: FourTuple, t0: float, t1: float) -> int:
 
 
 def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
-                 resent_bytes: int = 0) -> dict[str, int]:
+                 resent_bytes: int = 0, sender: dict | None = None) -> dict[str, Any]:
     """The sender's first flight of 1-RTT data, read next to the sender (before the queue).
 
     It starts with the sender's first short-header datagram after the receiver's last
@@ -93,9 +96,16 @@ def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
     data apart, and a flight is compared with the flow's data, not its resends). No resend
     can be in the flight itself: a loss is declared on an acknowledgement or a probe
     timeout, neither of which comes before the flight's end.
+
+    `sender`: the sender's own account of its start flight (the QUIC server's
+    `start_flight`). When the first acknowledgement came back before the window was out
+    (a paced window longer than the RTT: `ended_by` "ack", or "loss"), the wire's end above
+    does not mark the sender's: the flight is what left up to the time the sender
+    processed that acknowledgement (`end_unix_s`, the capture's clock), so that the wire
+    and the sender count the same span. `ended_by` says which end was used.
     """
     empty = {"segments": 0, "bytes": 0, "datagrams": 0, "total_segments": 0,
-             "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS}
+             "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS, "ended_by": "wire"}
     ts, size = dg["ts"], payload(dg)
     out = tuple_mask(dg, t) & (dg["qlong"] == 0)
     back = tuple_mask(dg, reverse(t))
@@ -112,12 +122,16 @@ def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
     # acknowledgement of the flight's data can come back before first_data + one RTT.
     acks = back & (ts >= max(start, first_data) + ACK_RTT_SHARE * rtt_s)
     end = float(ts[acks].min()) if acks.any() else float("inf")
+    ended_by = "wire"
+    if sender and sender.get("ended_by") in SENDER_ENDS and sender.get("end_unix_s") is not None:
+        end, ended_by = float(sender["end_unix_s"]), str(sender["ended_by"])
     flight = after & (ts < end)
     nbytes = int(size[flight].sum())
     total = max(nbytes, int(size[after].sum()) - int(resent_bytes))
     d = max(1, int(datagram_size))
     return {"segments": math.ceil(nbytes / d), "bytes": nbytes, "datagrams": int(flight.sum()),
-            "total_segments": math.ceil(total / d), "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS}
+            "total_segments": math.ceil(total / d), "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS,
+            "ended_by": ended_by}
 
 
 def rolling_mbps(dg: Datagrams, t: FourTuple | None, window_s: float, at: np.ndarray) -> np.ndarray:

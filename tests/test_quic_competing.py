@@ -259,7 +259,7 @@ def _connection(caps: DumbbellCaptures, q: _Quic, t0: float, flight: int, rest: 
 
 def _write_run(tmp_path: Path, server_cc: str = "cubic-iw32", hint_received=None, hint_sent=None,
                sent_offset: int = 0, flight: int = 32, rest: int = 17, cwnd_start: int = 32 * FULL,
-               lost_bytes: int = 4_000) -> tuple[Path, dict, dict]:
+               lost_bytes: int = 4_000, start_flight: dict | None = None) -> tuple[Path, dict, dict]:
     caps = DumbbellCaptures(queue_s=0.001, down_s=0.010, up_s=0.010)
     long_q = _Quic(SV2, 4434, CL2, 50001)
     long_info = _connection(caps, long_q, 0.2, 32, 3000, drop={100, 101, 300})
@@ -276,7 +276,8 @@ def _write_run(tmp_path: Path, server_cc: str = "cubic-iw32", hint_received=None
     server = {"event": "connection", "established": True, "cc": server_cc,
               "hint_applied": hint_received is not None, "hint_kbps": hint_received, "handshake_rtt_ms": RTT * 1e3,
               "sent_datagrams": short_info["sent"] + sent_offset, "sent_bytes": short_info["wire_bytes"],
-              "lost_bytes": lost_bytes, "lost_packets": 3, "retransmitted_packets": 3, "cwnd_start_bytes": cwnd_start}
+              "lost_bytes": lost_bytes, "lost_packets": 3, "retransmitted_packets": 3, "cwnd_start_bytes": cwnd_start,
+              "start_flight": start_flight}
     (run_dir / "quic-server-sv1.jsonl").write_text(json.dumps(server) + "\n")
     lserver = {"event": "connection", "established": True, "cc": "cubic-iw32", "hint_kbps": None,
                "handshake_rtt_ms": RTT * 1e3, "sent_datagrams": long_info["sent"],
@@ -395,6 +396,47 @@ def test_a_window_larger_than_the_object_expects_the_object_less_its_resends(tmp
     # Counted without the resends, the whole flow would look two datagrams larger than its flight.
     dg = packets.load(run_dir / "cap-bneck-in.pcap").datagrams
     assert quic_flows.first_flight(dg, (_ip(SV1), _ip(CL1), 4433, 50000), RTT, FULL)["total_segments"] == 51
+
+
+def _cut_short(bytes_sent: int, window: int = 60 * FULL) -> dict:
+    """The server's account of a start flight its first acknowledgement ended: processed
+    0.1 ms after that acknowledgement passed the capture (see _connection)."""
+    start = 0.8 + RTT
+    return {"began_unix_s": start, "window_bytes": window, "bytes": bytes_sent, "ended_by": "ack",
+            "end_unix_s": start + RTT + 0.0021}
+
+
+def test_a_flight_its_first_ack_ended_is_checked_against_what_the_server_sent_by_then(tmp_path: Path) -> None:
+    """A paced Blitzstart window longer than the RTT: 32 of its 60 datagrams are out when the
+    first acknowledgement comes back. The wire and the server agree on those 32; the window
+    itself could not be seen whole, so it is checked as no smaller than what went out."""
+    flight = 40 + 31 * FULL
+    run_dir, spec, _ = _write_run(tmp_path, server_cc="blitz", hint_sent=50_000, hint_received=50_000,
+                                  cwnd_start=60 * FULL, start_flight=_cut_short(flight))
+    m = competing_quic.run_metrics(run_dir, spec, 1500)
+    got = m["flows"]["short"]
+    assert (got["first_flight"]["segments"], got["first_flight"]["ended_by"]) == (32, "ack")
+    assert (got["reported_segments"], got["reported_flight_segments"]) == (60, 32)
+    [check, _] = flow_checks.flow_checks(_flows_meta("blitz", None), m)
+    assert check["window_ok"] and check["flight_ended_by"] == "ack"
+    assert flow_checks.problems([check]) == []
+    # Without the server's account, the same wire reads as a window of 32 against 60 reported.
+    del m["flows"]["short"]["reported_flight_segments"]
+    assert flow_checks.problems(flow_checks.flow_checks(_flows_meta("blitz", None), m))[:1] == [
+        "flow short: first flight 32 datagrams on the wire, the server reports a start window of 60"]
+
+
+@pytest.mark.parametrize("sent, window, why", [(40 * FULL, 60 * FULL, "more than the wire shows"),
+                                               (40 + 31 * FULL, 20 * FULL, "more than its window")])
+def test_a_cut_short_flight_fails_when_the_server_miscounts_it_or_exceeds_its_window(
+        tmp_path: Path, sent: int, window: int, why: str) -> None:
+    run_dir, spec, _ = _write_run(tmp_path, server_cc="blitz", hint_sent=50_000, hint_received=50_000,
+                                  cwnd_start=window, start_flight=_cut_short(sent, window))
+    m = competing_quic.run_metrics(run_dir, spec, 1500)
+    problems = flow_checks.problems(flow_checks.flow_checks(_flows_meta("blitz", None), m))
+    assert problems[:1] == [
+        f"flow short: first flight 32 datagrams on the wire until the server's first acknowledgement (ack), "
+        f"the server reports {-(-sent // FULL)} sent by then of a start window of {window // FULL}"], why
 
 
 def test_equal_datagram_counts_with_other_bytes_still_fail(tmp_path: Path) -> None:

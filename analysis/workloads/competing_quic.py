@@ -83,8 +83,12 @@ def flow_figures(caps: dict[str, Capture], t: FourTuple, server: dict, client: d
     # handshake's RTT may be a full queue's, which drains while the flight is out (measured:
     # handshake 100 ms, first acknowledgement 69 ms after the flight began, on dsl-fast).
     min_rtt = min(rtt_s, (server.get("handshake_rtt_ms") or float("inf")) / 1e3)
-    flight = quic_flows.first_flight(before, t, min_rtt, size, int(server.get("lost_bytes") or 0))
+    sender = server.get("start_flight") or {}
+    flight = quic_flows.first_flight(before, t, min_rtt, size, int(server.get("lost_bytes") or 0), sender)
     cwnd = server.get("cwnd_start_bytes")
+    # A flight the first acknowledgement ended is checked against what the server sent by
+    # then (and that against its window), not against the whole window.
+    cut_short = sender.get("ended_by") in quic_flows.SENDER_ENDS
     figures = {
         "lost_pkts": loss.count if loss else 0,
         "retx_pkts": int(server.get("retransmitted_packets") or 0),
@@ -94,10 +98,11 @@ def flow_figures(caps: dict[str, Capture], t: FourTuple, server: dict, client: d
         "endpoint": {k: server.get(k) for k in (
             "cc", "sent_datagrams", "sent_bytes", "lost_packets", "lost_bytes", "retransmitted_packets",
             "congestion_events", "handshake_rtt_ms", "hint_kbps", "hint_tech", "hint_applied",
-            "cwnd_start_bytes", "ssthresh_start_bytes", "cc_reductions", "hystart_exit")},
+            "cwnd_start_bytes", "ssthresh_start_bytes", "start_flight", "cc_reductions", "hystart_exit")},
     }
     block = {"first_flight": flight,
              "reported_segments": math.ceil(cwnd / size) if cwnd else None,
+             "reported_flight_segments": math.ceil(sender["bytes"] / size) if cut_short else None,
              "hint_sent_kbps": client.get("hint_kbps"), "hint_received_kbps": server.get("hint_kbps"),
              "sent_datagrams_wire": wire["datagrams"], "sent_datagrams_endpoint": server.get("sent_datagrams"),
              "sent_bytes_wire": wire["bytes"], "sent_bytes_endpoint": server.get("sent_bytes")}

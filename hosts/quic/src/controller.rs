@@ -13,6 +13,7 @@
 //! returns the Blitzstart window, so the first response datagram sees it.
 
 use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,10 +24,13 @@ use crate::cubic::{Cubic, CubicParams, MAX_WINDOW_BYTES, MIN_WINDOW_SEGMENTS};
 use crate::pacing::{self, Pacing};
 use crate::request::Hint;
 
-/// Where the application leaves a connection's Blitzstart hint for its controller.
+/// What the application tells a connection's controller: the client's Blitzstart hint, and
+/// that the response has begun (the start flight, see [`StartFlight`], begins with the
+/// next datagram).
 #[derive(Debug, Default)]
 pub struct HintSlot {
     hint: OnceLock<Hint>,
+    responding: AtomicBool,
 }
 
 impl HintSlot {
@@ -38,6 +42,52 @@ impl HintSlot {
     pub fn get(&self) -> Option<Hint> {
         self.hint.get().copied()
     }
+
+    /// The application is about to write its first response byte.
+    pub fn respond(&self) {
+        self.responding.store(true, Ordering::Release);
+    }
+
+    fn responding(&self) -> bool {
+        self.responding.load(Ordering::Acquire)
+    }
+}
+
+/// Why the start flight ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlightEnd {
+    /// It filled the start window: from here the first acknowledgement paces the flow.
+    Window,
+    /// The first acknowledgement of its data came back before the window was out (a paced
+    /// window longer than the RTT): the flight is what was sent until then, less than the
+    /// window, and the wire can confirm only that part.
+    Ack,
+    /// A loss was declared first.
+    Loss,
+}
+
+impl FlightEnd {
+    pub fn name(self) -> &'static str {
+        match self {
+            FlightEnd::Window => "window",
+            FlightEnd::Ack => "ack",
+            FlightEnd::Loss => "loss",
+        }
+    }
+}
+
+/// The response's first flight as its sender saw it: from the first datagram after the
+/// application began the response until the window was full or the first acknowledgement
+/// of the flight came back. Reported so that the wire's count of the flight can be
+/// compared with what the sender sent over the same span, whichever ended it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StartFlight {
+    pub began: Instant,
+    /// The window the flight started with (cwnd when its first datagram was sent).
+    pub window: u64,
+    /// Bytes handed to the socket from `began` until `end`, in quinn's transmit batches.
+    pub bytes: u64,
+    pub end: Option<(Instant, FlightEnd)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -82,6 +132,7 @@ pub struct StartlabController {
     batch_min_rtt: Option<Duration>,
     srtt: Duration,
     blitzed: Option<Blitzed>,
+    flight: Option<StartFlight>,
 }
 
 impl StartlabController {
@@ -97,6 +148,31 @@ impl StartlabController {
             batch_min_rtt: None,
             srtt: Duration::ZERO,
             blitzed: None,
+            flight: None,
+        }
+    }
+
+    pub fn start_flight(&self) -> Option<StartFlight> {
+        self.flight
+    }
+
+    /// Count a transmit batch into the start flight (beginning it once the response has).
+    fn flight_sent(&mut self, now: Instant, bytes: u64) {
+        if self.flight.is_none() && self.slot.as_ref().is_some_and(|s| s.responding()) {
+            self.flight = Some(StartFlight { began: now, window: self.cwnd(), bytes: 0, end: None });
+        }
+        if let Some(f) = self.flight.as_mut().filter(|f| f.end.is_none()) {
+            f.bytes += bytes;
+            if f.bytes >= f.window {
+                f.end = Some((now, FlightEnd::Window));
+            }
+        }
+    }
+
+    /// End the start flight at an acknowledgement of its data or at a loss.
+    fn flight_ended(&mut self, now: Instant, sent: Instant, why: FlightEnd) {
+        if let Some(f) = self.flight.as_mut().filter(|f| f.end.is_none() && sent >= f.began) {
+            f.end = Some((now, why));
         }
     }
 
@@ -173,14 +249,16 @@ impl StartlabController {
         self.min_rtt = Some(self.min_rtt.map_or(sample, |m| m.min(sample)));
         self.batch_min_rtt = Some(self.batch_min_rtt.map_or(sample, |m| m.min(sample)));
         self.srtt = srtt;
+        self.flight_ended(now, sent, FlightEnd::Ack);
         self.in_flight = self.in_flight.saturating_sub(bytes);
         self.cubic.on_ack(now, sent, bytes, app_limited, self.srtt);
     }
 }
 
 impl Controller for StartlabController {
-    fn on_sent(&mut self, _now: Instant, bytes: u64, last_packet_number: u64) {
+    fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
         self.apply_pending();
+        self.flight_sent(now, bytes);
         self.in_flight = self.in_flight.saturating_add(bytes);
         self.cubic.on_sent(last_packet_number);
     }
@@ -199,6 +277,7 @@ impl Controller for StartlabController {
 
     fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64) {
         self.apply_pending();
+        self.flight_ended(now, sent, FlightEnd::Loss);
         self.in_flight = self.in_flight.saturating_sub(lost_bytes);
         self.cubic.on_congestion_event(now, sent, persistent);
     }
@@ -383,5 +462,49 @@ mod tests {
         assert_eq!(c.window(), 32 * MSS + 1);
         c.on_end_acks(t0, 10 * MSS, false, None);
         assert!(c.window() > 32 * MSS + 1);
+    }
+
+    #[test]
+    fn the_start_flight_ends_when_the_window_is_out() {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(false), MSS, Some(slot.clone()));
+        let t0 = Instant::now();
+        handshake(&mut c, t0, Duration::from_millis(50));
+        // Nothing before the response counts.
+        c.on_sent(t0 + Duration::from_millis(50), MSS, 2);
+        assert!(c.start_flight().is_none());
+        slot.respond();
+        let t1 = t0 + Duration::from_millis(51);
+        for i in 0..3 {
+            c.on_sent(t1 + Duration::from_millis(i), 10 * MSS, 10 * (i + 1));
+        }
+        let f = c.start_flight().unwrap();
+        assert_eq!((f.began, f.window, f.bytes, f.end), (t1, 32 * MSS, 30 * MSS, None));
+        c.on_sent(t1 + Duration::from_millis(3), 2 * MSS, 32);
+        assert_eq!(c.start_flight().unwrap().end, Some((t1 + Duration::from_millis(3), FlightEnd::Window)));
+        // Later batches and acknowledgements leave it as it ended.
+        c.on_sent(t1 + Duration::from_millis(60), 5 * MSS, 40);
+        c.ack(t1 + Duration::from_millis(60), t1, MSS, false, Duration::from_millis(50));
+        assert_eq!(c.start_flight().unwrap().bytes, 32 * MSS);
+    }
+
+    #[test]
+    fn an_acknowledgement_of_the_flight_ends_it_before_the_window_is_out() {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(true), MSS, Some(slot.clone()));
+        let t0 = Instant::now();
+        handshake(&mut c, t0, Duration::from_millis(50));
+        slot.offer(Hint { kbps: 50_000, tech: 2 });
+        slot.respond();
+        let t1 = t0 + Duration::from_millis(51);
+        c.on_sent(t1, 100 * MSS, 100);
+        // An acknowledgement of a packet sent before the flight does not end it.
+        c.ack(t1 + Duration::from_millis(1), t0, MSS, false, Duration::from_millis(50));
+        assert_eq!(c.start_flight().unwrap().end, None);
+        c.on_sent(t1 + Duration::from_millis(40), 50 * MSS, 150);
+        c.ack(t1 + Duration::from_millis(50), t1, MSS, false, Duration::from_millis(50));
+        let f = c.start_flight().unwrap();
+        assert_eq!((f.window, f.bytes), (213 * MSS, 150 * MSS));
+        assert_eq!(f.end, Some((t1 + Duration::from_millis(50), FlightEnd::Ack)));
     }
 }

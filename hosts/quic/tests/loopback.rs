@@ -137,6 +137,16 @@ fn fetches_70kb_2mb_10mb_with_cubic_iw32() {
         assert_eq!(l["cwnd_start_bytes"], 32 * 1472);
         assert!(l["handshake_rtt_ms"].as_f64().unwrap() > 0.0);
         assert!(l["sent_bytes"].as_u64().unwrap() >= l["response_bytes"].as_u64().unwrap());
+        // The start flight: from the response's first datagram, within the window, ended by
+        // the window or an acknowledgement at or after its beginning.
+        let f = &l["start_flight"];
+        assert_eq!(f["window_bytes"], 32 * 1472);
+        assert!(f["bytes"].as_u64().unwrap() > 0);
+        assert!(f["bytes"].as_u64().unwrap() <= 32 * 1472 + 10 * 1472, "{f}");
+        assert!(["window", "ack"].contains(&f["ended_by"].as_str().unwrap()), "{f}");
+        let began = f["began_unix_s"].as_f64().unwrap();
+        assert!(began >= l["start_unix_s"].as_f64().unwrap());
+        assert!(f["end_unix_s"].as_f64().unwrap() >= began);
         for key in [
             "sent_packets",
             "lost_packets",

@@ -477,6 +477,7 @@ async fn stream(
             }
         }
         r.requests += 1;
+        slot.respond();
         if r.first_request.is_none() {
             r.first_request = Some(arrived);
             r.handshake_rtt = Some(conn.stats().path.min_rtt);
@@ -557,6 +558,17 @@ fn connection_line(
             obj.insert("ssthresh_end_bytes".into(), json!(c.ssthresh()));
             obj.insert("cc_reductions".into(), json!(c.reductions()));
             obj.insert("hystart_exit".into(), json!(c.hystart_exit()));
+            let unix = |t: Instant| start_unix + t.saturating_duration_since(start).as_secs_f64();
+            obj.insert(
+                "start_flight".into(),
+                json!(c.start_flight().map(|f| json!({
+                    "began_unix_s": unix(f.began),
+                    "window_bytes": f.window,
+                    "bytes": f.bytes,
+                    "ended_by": f.end.map(|(_, why)| why.name()),
+                    "end_unix_s": f.end.map(|(t, _)| unix(t)),
+                }))),
+            );
         }
         Err(_) => {
             let iw = match shared.controllers {
