@@ -1,6 +1,7 @@
 """Processes started inside host namespaces, recorded so they are always stopped by PID."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -45,6 +46,14 @@ class NodeProcess:
             self._log.close()
             self._log = None
         return rc
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to the process, if it is still the one we started."""
+        if self.popen.poll() is None and registry.process_start_time(self.pid) == self.start:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
 
     def output(self) -> str:
         if self.log_path is None or not Path(self.log_path).exists():

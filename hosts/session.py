@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from hosts.capture import start_captures
+from hosts.capture import drain, not_exact, start_captures
 from hosts.implementations.base import InstallContext
 from hosts.process import NodeProcess, wait_until
 from hosts.quic_endpoints import controller_kind, server_connections
@@ -269,6 +269,7 @@ class RunSession:
 
         for what, thing in reversed(self._stoppers):
             attempt(f"stopping {what}", thing.stop)
+        attempt("draining the captures", lambda: drain(self._captures))
         stats = [attempt("stopping a capture", c.stop) for c in self._captures]
         attempt("reading the socket watch", self._observed)
         counters: dict[str, dict] = {}
@@ -286,7 +287,7 @@ class RunSession:
                       if self._host_before is not None else None)
         drops_after = attempt("reading the queues", self.net.queue_drops) or {}
         self.timings["stop_s"] = time.monotonic() - t0
-        lost = [s for s in stats if s and s.get("dropped_by_kernel")]
+        lost = not_exact(stats)
         if lost:
             problems.append(f"tcpdump lost packets, the captures are not exact: {lost}")
         self._record = {

@@ -42,7 +42,7 @@ from typing import Optional
 
 from config.params import Param
 from hosts.apps import HTTP_PORT, Lighttpd
-from hosts.capture import Capture
+from hosts.capture import Capture, drain, not_exact
 from hosts.workloads import httperf as hp
 from hosts.workloads import surge
 from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult, repetition_seed
@@ -213,8 +213,9 @@ class Web(Workload):
                 combos.append(combo)
                 app[combo["key"]] = figures
         session.timings["traffic_web_s"] = time.monotonic() - t_all
+        drain(handshakes)
         stats = [c.stop() for c in handshakes]
-        lost = [s for s in stats if s.get("dropped_by_kernel")]
+        lost = not_exact(stats)
         if lost:
             raise WorkloadError(f"tcpdump lost packets of the handshake captures: {lost}")
         total = link_use_total([c["link_use"] for c in combos], prof.rate_bps("down"))
