@@ -58,6 +58,15 @@ class Variant:
         found = part.impl.declares(role, part.params, defaults) if part else None
         return found or Declared(cc=(defaults.cc,), iw=defaults.iw)
 
+    def unavailable(self) -> str | None:
+        """Why this kernel cannot run this variant (None: it can): its first part that
+        cannot, with that part's reason."""
+        for role, part in self.parts.items():
+            why = part.impl.unavailable(role, part.params)
+            if why:
+                return f"its {role} part ({part.impl.name}): {why}"
+        return None
+
     def install(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext]) -> None:
         """Install every part; on failure, remove what was installed and re-raise."""
         done = []

@@ -188,12 +188,22 @@ def select_runs(sc: Scenario, only: set[str] | None) -> list[Run]:
     return [r for r in runs if r.run_id in only]
 
 
+def refuse_unavailable(sc: Scenario) -> None:
+    """A variant this kernel cannot run stops the campaign before any network is built, with
+    the kernel's reason (hosts.implementations.base.Implementation.unavailable)."""
+    for name, variant in sc.used_variants().items():
+        why = variant.unavailable()
+        if why:
+            raise UserError(f"{sc.path}: variant {name} cannot run on this kernel ({os.uname().release}): {why}")
+
+
 def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", only: set[str] | None = None,
                  lane: int | None = None, host_rec: dict | None = None) -> tuple[Campaign, dict]:
     """Run what is not finished yet of the scenario (or of `only`). A lane (`lane` set) is
     one of several workers on one campaign: it leaves the others' partial runs alone and
     adopts the campaign's host calibration; otherwise `host_rec` (hostcheck.check_host) is
     recorded in the campaign."""
+    refuse_unavailable(sc)
     campaign = open_campaign(sc, out)
     if lane is None:
         campaign.clear_partials()

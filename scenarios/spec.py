@@ -116,6 +116,14 @@ class Scenario:
             raise UserError(f"unknown variant '{name}' (choices: {variant_choices(self.variants)})")
         return found
 
+    def used_variants(self) -> dict[str, Variant]:
+        """Every variant a run of this scenario installs: its own, the other side of each
+        mix, and those its workload names (a competing flow's)."""
+        names = list(self.variants)
+        names += [v.mix.other for v in self.variants.values() if v.mix]
+        names += [v for k, v in self.workload_params.items() if self.workload.params[k].kind == "variant"]
+        return {n: self.variant(n) for n in dict.fromkeys(names)}
+
     def record(self) -> dict:
         """What campaign.json says about the campaign."""
         return {"scenario": self.name, "scenario_file": str(self.path), "scenario_hash": self.hash,

@@ -8,10 +8,22 @@ and runs verify from the kernel and the wire what each flow actually ran.
 """
 from __future__ import annotations
 
+import subprocess
 from dataclasses import asdict, dataclass
 
+from pathlib import Path
+
+from machine.capabilities import kernel_has_module
 from machine.kernel_cc import allow_congestion_control
 from machine.shell import check_cmd
+
+AVAILABLE_CCS = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+def kernel_has_cc(cc: str) -> bool:
+    """Does this kernel have congestion control `cc`, available now or as a module it can
+    load (a stock kernel builds most as modules: tcp_bbr on Debian's)?"""
+    return cc in AVAILABLE_CCS.read_text().split() or kernel_has_module(f"tcp_{cc}")
 
 
 @dataclass(frozen=True)
@@ -34,7 +46,11 @@ class EndHostDefaults:
 def set_congestion_control(node, cc: str, instance) -> None:
     """Make `cc` the default of the node's namespace (allowed in the root namespace first,
     where the kernel requires it; the registry puts the allowed list back)."""
-    available = check_cmd(node, "cat /proc/sys/net/ipv4/tcp_available_congestion_control").split()
+    available = check_cmd(node, f"cat {AVAILABLE_CCS}").split()
+    if cc not in available and kernel_has_module(f"tcp_{cc}"):
+        # A module the kernel loads only for the root namespace's own sysctl: load it here.
+        subprocess.run(["modprobe", "-q", f"tcp_{cc}"], capture_output=True)
+        available = check_cmd(node, f"cat {AVAILABLE_CCS}").split()
     if cc not in available:
         raise RuntimeError(f"congestion control '{cc}' is not available in this kernel "
                            f"(available: {', '.join(available)})")

@@ -18,6 +18,7 @@ section that `bpftool struct_ops register` keeps registered until unregistered.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
@@ -463,3 +464,63 @@ def fault_drop_dscp(instance: registry.Instance, node, intf: str, dscp: int) -> 
     bpftool("map", "update", "pinned", str(where / "stl_fault_cfg"), "key", *_hex(bytes(4)),
             "value", *_hex(struct.pack(FAULT_FORMAT, dscp + 1, 0, 0, 0)))
     tc_attach(node, intf, "egress", where / "stl_fault_drop")
+
+
+# -- can this kernel load them? ------------------------------------------------------------
+_probed: dict[tuple[str, float], str | None] = {}
+
+
+def _load_error(text: str) -> str:
+    """The telling line of a failed load: the verifier's last words before the end of its
+    log, or libbpf's error, or bpftool's."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if "-- END PROG LOAD LOG --" in text:
+        body = text.split("-- BEGIN PROG LOAD LOG --")[-1].split("-- END PROG LOAD LOG --")[0]
+        log = [ln.strip() for ln in body.splitlines() if ln.strip() and not ln.strip().startswith(("processed", ";"))]
+        if log:
+            return "the verifier: " + log[-1][:240]
+    generic = ("failed to load object", "failed to open object")
+    said = [ln for ln in lines if ln.startswith("libbpf:") and not any(g in ln for g in generic)]
+    said = said or [ln for ln in lines if ln.startswith("Error")] or lines[-1:] or ["no message"]
+    return said[-1][:300]
+
+
+def _probe_object(obj: Path) -> str | None:
+    """Load one object into this kernel and take it out again: None if it loads, else why
+    not. Congestion controls are registered as a run would (struct_ops), other programs
+    loaded and pinned in a directory of a throwaway instance."""
+    if not obj.is_file():
+        return f"{obj} is not built"
+    inst = registry.new_instance()
+    try:
+        if cc_kinds(obj.read_bytes()):
+            register_ccs(inst, obj)
+        else:
+            ensure_bpffs(inst)
+            pins = pin_dir(inst)
+            pins.mkdir(exist_ok=True)
+            inst.add_undo(["rm", "-rf", "--one-file-system", str(pins)], f"pins {pins}")
+            bpftool("prog", "loadall", str(obj), str(pins / "probe"))
+        return None
+    except BpfError as exc:
+        return f"{obj.name} does not load on kernel {os.uname().release}: {_load_error(str(exc))}"
+    finally:
+        inst.remove_all()
+
+
+def unloadable(objects: list[Path]) -> str | None:
+    """Why this kernel cannot load every one of `objects` (None: it loads them all),
+    probed once per object and build in this process."""
+    if not objects:
+        return None
+    try:
+        build()
+    except BpfError as exc:
+        return str(exc)
+    for obj in objects:
+        key = (str(obj), obj.stat().st_mtime if obj.is_file() else 0.0)
+        if key not in _probed:
+            _probed[key] = _probe_object(obj)
+        if _probed[key]:
+            return _probed[key]
+    return None

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from config.params import Param, resolve
+from hosts.bpf import loader
 from topologies.endhosts import EndHostDefaults
 
 ROLES = ("server", "client", "router")
@@ -69,6 +71,17 @@ class Implementation(ABC):
     @abstractmethod
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         """Take everything `install` put into `node` away again."""
+
+    def kernel_objects(self, role: str, params: dict) -> list[Path]:
+        """The BPF objects this part loads into the kernel (none: it uses only what any
+        kernel has)."""
+        return []
+
+    def unavailable(self, role: str, params: dict) -> str | None:
+        """Why this kernel cannot run this part (None: it can). Probed, not assumed from a
+        version: its BPF objects are built and loaded as a run would, so the reason is the
+        verifier's or the kernel's own (a helper or struct_ops member it lacks)."""
+        return loader.unloadable(self.kernel_objects(role, params))
 
     def declares(self, role: str, params: dict, defaults: EndHostDefaults) -> Declared | None:
         """What connections sent from a node with this part run (None: not a sender part)."""

@@ -40,6 +40,9 @@ class Blitzstart(Implementation):
                      low=10, high=100000, integer=True),
     }
 
+    def kernel_objects(self, role: str, params: dict) -> list:
+        return [CCS.object, loader.SOCKOPS_OBJECT] if role == "server" else [loader.SOCKOPS_OBJECT]
+
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         if role == "server":
             config = loader.NodeConfig(flags=loader.SERVER_BLITZ, cc=CCS.name(ctx.instance, "blitz"))

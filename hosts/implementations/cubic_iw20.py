@@ -21,6 +21,9 @@ class CubicIw20(Implementation):
     summary = "CUBIC whose accepted connections start from 20 segments (its own congestion control)"
     roles = ("server",)
 
+    def kernel_objects(self, role: str, params: dict) -> list:
+        return [CCS.object, loader.SOCKOPS_OBJECT]
+
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         config = loader.NodeConfig(flags=loader.SERVER_CC, cc=CCS.name(ctx.instance, KIND))
         loader.set_node(ctx.instance, node, config)

@@ -64,6 +64,9 @@ class FastStart(Implementation):
         "sack": Param(False, "negotiate SACK (the paper's NewReno has none)"),
     }
 
+    def kernel_objects(self, role: str, params: dict) -> list:
+        return [CCS.object, loader.SOCKOPS_OBJECT]
+
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "reno", "iw": params["iw"],
                                                            "sack": params["sack"]}), ctx)

@@ -63,6 +63,9 @@ class JumpStart(Implementation):
                      integer=True),
     }
 
+    def kernel_objects(self, role: str, params: dict) -> list:
+        return [CCS.object, loader.SOCKOPS_OBJECT] if role == "server" else []
+
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         if role == "server":
             sndbuf = loader.SockOpt(socket.SOL_SOCKET, socket.SO_SNDBUF, int(params["sndbuf"]))

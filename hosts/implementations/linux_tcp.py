@@ -40,6 +40,16 @@ class LinuxTcp(Implementation):
                              "window-limited transfer", low=0, high=1 << 20, integer=True),
     }
 
+    def kernel_objects(self, role: str, params: dict) -> list:
+        # Pacing per connection and a held window are the sock_ops program's work.
+        return [loader.SOCKOPS_OBJECT] if params.get("pacing") or params.get("max_cwnd") else []
+
+    def unavailable(self, role: str, params: dict) -> str | None:
+        if role == "server" and not endhosts.kernel_has_cc(params["cc"]):
+            return (f"this kernel has no '{params['cc']}' congestion control (neither built in nor a "
+                    f"loadable module: tcp_{params['cc']})")
+        return super().unavailable(role, params)
+
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         endhosts.set_congestion_control(node, params["cc"], ctx.instance)
         endhosts.set_pacing_ratios(node, params["pacing_ss_ratio"], params["pacing_ca_ratio"])

@@ -48,6 +48,12 @@ class Quic(Implementation):
                       choices=("auto", *TECHNOLOGIES)),
     }
 
+    def unavailable(self, role: str, params: dict) -> str | None:
+        name = SERVER_BIN if role == "server" else CLIENT_BIN
+        if binaries.built(name) is None:
+            return f"{binaries.RELEASE / name} is not built; {binaries.QUIC_BUILD_HINT}"
+        return None
+
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         # The scheme is the program: check it is there now, not when the traffic starts.
         name = SERVER_BIN if role == "server" else CLIENT_BIN

@@ -94,6 +94,11 @@ class QuickStart(Implementation):
         "ewma_weight": Param(0.5, "router: weight w of the moving average (per interval)", low=0.0, high=1.0),
     }
 
+    def kernel_objects(self, role: str, params: dict) -> list:
+        if role == "router":
+            return [loader.QS_ROUTER_OBJECT]
+        return ([CCS.object] if role == "server" else []) + [loader.SOCKOPS_OBJECT, loader.QS_HOST_OBJECT]
+
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         inst = ctx.instance
         if role == "router":
