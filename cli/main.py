@@ -22,10 +22,14 @@ RESULT_COMMANDS = ("analyze", "report", "compare")
 
 def cmd_doctor(args) -> int:
     from machine.capabilities import doctor
+    from hosts.variants import VARIANTS
     report = doctor()
+    # Every variant of the catalogue, loaded into this kernel as a run would load it.
+    variants = {name: v.unavailable() for name, v in VARIANTS.items()}
     host = None if args.no_host else doctor_host()
     if args.json:
-        emit_json({**asdict(report), "host": host})
+        emit_json({**asdict(report), "host": host,
+                   "variants": {n: {"available": why is None, "reason": why} for n, why in variants.items()}})
         return 0 if not report.problems else 1
     print(f"kernel           {report.kernel}")
     print("qdiscs           " + ", ".join(f"{k}: {yes_no(v)}" for k, v in report.qdiscs.items()))
@@ -37,8 +41,11 @@ def cmd_doctor(args) -> int:
     print("tools            " + ", ".join(f"{k} {v or 'MISSING'}" for k, v in report.tools.items()))
     print(f"delay backend    {report.delay_backend or 'NONE'}: {report.delay_reason}")
     print(f"switch           {report.switch}: {report.switch_reason}")
-    if not report.qdiscs.get("netem"):
-        print("note             no sch_netem in this kernel: delay comes from startlab's delay line")
+    ok = [n for n, why in variants.items() if why is None]
+    print(f"variants         {len(ok)} of {len(variants)} load on this kernel"
+          + (f": all but {', '.join(n for n in variants if n not in ok)}" if len(ok) < len(variants) else ""))
+    for name, why in variants.items():
+        print(f"  {name:<20} {'available' if why is None else 'UNAVAILABLE: ' + why}")
     if host is not None:
         print(f"host timing      {host['summary']} (measured {host['calibration']['seconds']:.0f} s, "
               f"CPUs idle then busy)")
@@ -159,6 +166,23 @@ def cmd_clean(args) -> int:
     else:
         print("nothing of startlab's to remove")
     return 0
+
+
+def cmd_kernels(args) -> int:
+    """Debian's stock kernels in VMs: a kernel × check matrix (cli/kernels.py)."""
+    from cli import kernels
+    from machine.capabilities import require_root
+    from machine.vm.image import parse_kernels
+    require_root()
+    wanted = parse_kernels(args.kernels)
+    results = kernels.run_matrix(wanted, args.checks.split(",") if args.checks else None, args.accel,
+                                 args.mirror, Path(args.keep) if args.keep else None, args.timeout_s,
+                                 progress=lambda m: print(m, file=sys.stderr, flush=True))
+    if args.json:
+        emit_json(kernels.as_json(results))
+    else:
+        print(kernels.matrix_text(results))
+    return 0 if kernels.passed(results) else 1
 
 
 def finish(campaign_dir: Path, as_json: bool, stats: dict | None) -> int:
@@ -339,7 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fidelity", help="build a profile's network and check its rate, delay, queue and losses")
     p.add_argument("profile", metavar="PROFILE", help="link profile (see: run.py list profiles)")
     p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES,
-                   help="delay element in the core (default: netem if the kernel has it, else the delay line)")
+                   help="delay element in the core (default auto: startlab's delay line on every kernel; "
+                        "netem: the kernel's sch_netem, where present)")
     p.add_argument("--pings", type=int, default=200, help="idle RTT samples (default 200, at least 100)")
     p.add_argument("--shaper", default="tbf", choices=shapers.cli_choices(),
                    help="how the bottleneck queues: tc tbf (default) or the delay line's own queue [with a policy]")
@@ -427,6 +452,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also remove instances whose owner process is still running")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("kernels", help="run startlab's checks on Debian's stock kernels, each in a VM "
+                                       "(image built from Debian's packages and cached)")
+    p.add_argument("--kernels", default="6.1,6.12", help="comma-separated: 6.1 (Debian 12), 6.12 (Debian 13, "
+                                                         "12's backports); default both")
+    p.add_argument("--checks", help="comma-separated subset: doctor, smoke, variants, clean (default all)")
+    p.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
+                   help="KVM, software emulation, or auto: KVM if a guest boots with it (default)")
+    p.add_argument("--mirror", help="Debian mirror to build the image from (default: the host's apt sources)")
+    p.add_argument("--keep", metavar="DIR", help="keep each guest's logs and results in DIR")
+    p.add_argument("--timeout-s", type=float, default=3600, help="per kernel (default 3600)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_kernels)
 
     p = sub.add_parser("demo", help="a small comparison on the embedded smoke scenario")
     p.add_argument("--json", action="store_true")

@@ -185,8 +185,8 @@ def delayline_binary() -> Path | None:
 BUILD_HINT = binaries.BUILD_HINT
 
 
-# What --delay-backend accepts: 'auto' (netem where the kernel has it, else the delay line)
-# or a backend by name.
+# What --delay-backend accepts: 'auto' (the delay line on every kernel; netem only where it is
+# not built) or a backend by name.
 BACKEND_CHOICES = ("auto", "netem", "delayline")
 
 
@@ -206,10 +206,13 @@ def choose_backend(preference: str = "auto") -> "DelayBackend":
             raise UserError(f"delay backend 'delayline' unavailable: {binaries.RELEASE}/"
                             f"startlab-delayline is not built; {BUILD_HINT}")
         return DelayLine(binary)
-    if netem:
-        return NetemDelay()
+    # auto: the delay line on every kernel, so that a scenario is the same experiment on
+    # every machine (docs/emulation.md, "One delay element everywhere"); netem only where
+    # the delay line is not built.
     if binary is not None:
         return DelayLine(binary)
+    if netem:
+        return NetemDelay()
     raise UserError("no delay backend available: this kernel has no sch_netem and the userspace "
                     f"delay line is not built; {BUILD_HINT}")
 

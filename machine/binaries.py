@@ -6,7 +6,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 RELEASE = REPO / "target" / "release"
-BPF_OBJECTS = REPO / "target" / "bpf"
+# hosts/bpf/build.sh writes there too; STARTLAB_BPF_OUT moves both (a VM guest, whose
+# checkout is read-only, builds against its own kernel elsewhere).
+BPF_OBJECTS = Path(os.environ.get("STARTLAB_BPF_OUT") or REPO / "target" / "bpf")
 BUILD_HINT = "build it with: sudo ./playbooks/bootstrap.sh (provisioning; cargo build --release --locked)"
 # The QUIC endpoints are in provisioning's full stage, which the demo's (core) leaves out.
 QUIC_BUILD_HINT = "build it with: sudo ./playbooks/bootstrap.sh --stage full (the demo provisions only the core stage)"

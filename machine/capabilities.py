@@ -155,11 +155,12 @@ def doctor() -> Report:
     tools = tool_versions()
     problems = [f"{name} is not installed" for name, v in tools.items() if v is None]
     binary = binaries.delayline()
-    if qdiscs["netem"]:
-        backend, reason = "netem", "the kernel has sch_netem"
-    elif binary is not None:
-        backend, reason = "delayline", ("the kernel has no sch_netem: the userspace delay line "
-                                        f"({binary}) delays frames in the core node")
+    if binary is not None:
+        backend, reason = "delayline", (f"startlab's delay line ({binary}), the default on every kernel; "
+                                        + ("this kernel also has sch_netem (--delay-backend netem)"
+                                           if qdiscs["netem"] else "this kernel has no sch_netem"))
+    elif qdiscs["netem"]:
+        backend, reason = "netem", "the delay line is not built (run playbooks/bootstrap.sh): the kernel's sch_netem"
     else:
         backend, reason = None, ("the kernel has no sch_netem and the delay line is not built "
                                  "(run playbooks/bootstrap.sh)")

@@ -61,13 +61,16 @@ def _machine(monkeypatch, netem: bool, binary: Path | None) -> None:
     monkeypatch.setattr(delay, "delayline_binary", lambda: binary)
 
 
-def test_auto_prefers_netem_then_delay_line(monkeypatch, tmp_path):
+def test_auto_is_the_delay_line_on_every_kernel_and_netem_only_without_it(monkeypatch, tmp_path):
     fake = tmp_path / "startlab-delayline"
-    _machine(monkeypatch, True, fake)
+    for netem in (True, False):
+        _machine(monkeypatch, netem, fake)
+        chosen = delay.choose_backend("auto")
+        assert chosen.name == "delayline" and chosen.binary == fake
+    _machine(monkeypatch, True, None)
     assert delay.choose_backend("auto").name == "netem"
-    _machine(monkeypatch, False, fake)
-    chosen = delay.choose_backend("auto")
-    assert chosen.name == "delayline" and chosen.binary == fake
+    _machine(monkeypatch, True, fake)
+    assert delay.choose_backend("netem").name == "netem"
 
 
 def test_no_backend_says_why(monkeypatch):

@@ -62,6 +62,7 @@ class Network:
         self.names: PathNames | None = None
         self.net: Mininet | None = None
         self.delays: list[tuple[str, delay.DelayBackend]] = []
+        self.switch_name: str | None = None        # 'ovs' or 'linux-bridge' (capabilities.switch_kind)
         self.queues: list[Queue] = []
         # Where the path's receive work and the delay line run (links.delay.cpu_plan).
         self.stack_cpus: list[int] = own_cpus()
@@ -120,7 +121,8 @@ class Network:
         for side in ("client", "server"):             # root-namespace objects, by name
             self.instance.add_bridge(self.names.switch(side))
         setLogLevel("error")
-        switch_cls = switch_kind()[1] or LinuxBridge
+        self.switch_name, switch_cls = switch_kind()
+        switch_cls = switch_cls or LinuxBridge
         self.net = Mininet(topo=PathTopo(names=self.names), switch=switch_cls, host=Host,
                            link=Link, controller=None, build=False, autoSetMacs=False,
                            waitConnected=False)
@@ -211,6 +213,7 @@ class Network:
             "shaper": self.shaper.describe(),
             "queues": [q.as_dict() for q in self.queues],
             "delay_backend": self.delay_backend_name,
+            "switch": self.switch_name,
             "one_way_delay_s_per_core": self.profile.one_way_delay_s(self.names.routers - 1),
             "offload": self.offload,
             "end_hosts": self.defaults.as_dict(),

@@ -1,0 +1,77 @@
+"""The netem and Open vSwitch path on a stock kernel: Debian 12's 6.1, booted in a VM from an
+image built from Debian's packages (run.py kernels, machine/vm).
+
+This kernel (the host's) has neither sch_netem nor the OVS datapath, so without a VM those
+code paths would never run. The guest runs the smoke campaign with the netem delay backend
+and OVS switches from this checkout, then `clean`, and the host judges what it left. Under
+software emulation (no usable KVM) only function is asserted: the campaign built and ran
+every run on netem and OVS; its timing is "not judged (TCG)", never a pass.
+
+Its own step of `./startlab test` (after the main suite): the image build alone takes
+minutes on a fresh machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import assert_nothing_left  # noqa: E402
+
+
+def _vm_leftovers() -> list[str]:
+    """qemu processes of ours, and mounts under the image cache (machine/vm/image.py)."""
+    from machine.vm.image import CACHE_DIR
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"qemu-system-x86_64") and b"startlab.checkout=" in b" ".join(argv):
+                found.append(f"qemu ({entry.name})")
+    mounts = Path("/proc/self/mounts").read_text().split("\n")
+    found += [m.split()[1] for m in mounts if m and m.split()[1].startswith(str(CACHE_DIR))]
+    found += [str(p) for p in CACHE_DIR.glob(".build-*")]
+    return found
+
+
+def test_netem_and_ovs_smoke_on_debian_6_1(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (run the suite with sudo)")
+    assert_nothing_left()
+    keep = tmp_path / "guest"
+    out = subprocess.run([sys.executable, str(ROOT / "run.py"), "kernels", "--kernels", "6.1",
+                          "--checks", "smoke,clean", "--keep", str(keep), "--json"],
+                         capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"},
+                         timeout=3000)
+    sys.stderr.write(out.stderr)
+    [result] = json.loads(out.stdout)
+    cells = result["cells"]
+    assert result["release"].startswith("6.1."), result
+    smoke, clean = cells["smoke"], cells["clean"]
+    # Function: every run of the campaign built its network on netem and OVS and ran.
+    if result["accel"] == "tcg":
+        assert smoke["status"] == "not judged (TCG)", smoke
+    else:
+        assert smoke["status"] == "ok", smoke
+    assert clean["status"] == "ok", clean
+    metas = sorted((keep / "job-6.1" / "smoke").glob("*/meta.json"))
+    assert len(metas) == 2                            # two variants, one repetition each
+    for m in metas:
+        meta = json.loads(m.read_text())
+        assert (meta["link"]["delay_backend"], meta["link"]["switch"]) == ("netem", "ovs")
+        assert meta["kernel"].startswith("6.1.")
+        assert [f["observed_cc"] for f in meta["flows"] if f["name"] == "short"] != [[]]
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert _vm_leftovers() == []
+    assert_nothing_left()
