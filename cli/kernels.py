@@ -124,6 +124,9 @@ def judge_variants(job: Path, rc: int, accel: str) -> Cell:
     """Each variant's run: verified (analysed, every check held) or failed with its error."""
     runs = sorted(d for d in (job / "variants").glob(f"{VARIANTS_PROFILE}_*") if d.is_dir())
     if not runs:
+        refused = [ln for ln in _out(job, "variants").splitlines() if "cannot run on this kernel" in ln]
+        if refused:     # a variant this kernel cannot load stops the campaign, with the reason
+            return Cell("unsupported", _head(refused[0].split(": ", 2)[-1], 400))
         return Cell("failed", f"no run (exit {rc}): {_tail(_out(job, 'variants'))}")
     bad = {}
     for d in runs:
@@ -198,13 +201,27 @@ class KernelResult:
     cells: dict[str, Cell] = field(default_factory=dict)
 
 
+def guest_progress(job: Path, selected: list[Check]) -> str:
+    """Which check the guest is at, and the last progress line (with its ETA) of a campaign
+    it runs."""
+    log = job / "job.log"
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    started = [ln[3:].strip() for ln in text.splitlines() if ln.startswith("== ")]
+    if not started:
+        return "booting"
+    name = started[-1]
+    lines = [ln for ln in _out(job, name).replace("\r", "\n").splitlines() if ln.startswith("[")]
+    return f"check {len(started)}/{len(selected)} {name}" + (f": {lines[-1].strip()}" if lines else "")
+
+
 def run_kernel(img: vm_image.Image, kernel: vm_image.Kernel, selected: list[Check], accel: str,
-               accel_reason: str, scratch: Path, timeout_s: float) -> KernelResult:
+               accel_reason: str, scratch: Path, timeout_s: float, progress=print) -> KernelResult:
     job = scratch / f"job-{kernel.name}"
     res = KernelResult(kernel.name, accel=accel, accel_reason=accel_reason)
     job.mkdir(parents=True, exist_ok=True)
     (job / "variants.yaml").write_text(variants_scenario())
-    boot = qemu.boot(img, kernel, ROOT, job, guest_script(ROOT, selected), accel, timeout_s)
+    boot = qemu.boot(img, kernel, ROOT, job, guest_script(ROOT, selected), accel, timeout_s,
+                     watch=lambda t: progress(f"  {kernel.name}, {t / 60:.0f} min in: {guest_progress(job, selected)}"))
     res.release, res.boot_s, res.wall_s = boot.kernel, boot.boot_s, boot.wall_s
     for c in selected:
         rc_file = job / f"{c.name}.rc"
@@ -240,7 +257,7 @@ def run_matrix(kernels: list[vm_image.Kernel], check_names: list[str] | None, ac
         progress(f"accelerator: {chosen} ({why})")
         for i, k in enumerate(kernels, 1):
             progress(f"[{i}/{len(kernels)}] kernel {k.name}: booting, then {', '.join(c.name for c in selected)} …")
-            res = run_kernel(img, k, selected, chosen, why, scratch, timeout_s)
+            res = run_kernel(img, k, selected, chosen, why, scratch, timeout_s, progress)
             progress(f"[{i}/{len(kernels)}] kernel {res.release}: done in {res.wall_s} s (boot {res.boot_s} s)")
             out.append(res)
             if keep:

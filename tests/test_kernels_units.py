@@ -128,3 +128,33 @@ def test_a_capture_that_missed_packets_is_not_exact() -> None:
     behind = {**fine, "file": "b.pcap", "captured": 4, "unwritten": 6}
     full = {**fine, "file": "c.pcap", "dropped_by_kernel": 2}
     assert not_exact([fine, None, behind, full]) == [behind, full]
+
+
+def test_progress_names_the_guests_check_and_its_campaigns_eta(tmp_path: Path) -> None:
+    selected = kernels.checks(Path("/src/startlab"))
+    assert kernels.guest_progress(tmp_path, selected) == "booting"
+    (tmp_path / "job.log").write_text("== doctor\n== smoke\n")
+    (tmp_path / "smoke.out").write_text("startlab: running\n[0/2]   0%  a  elapsed 5s  ETA ?\r"
+                                        "[1/2]  50%  b  elapsed 1m  ETA 1m\n")
+    assert kernels.guest_progress(tmp_path, selected) == "check 2/4 smoke: [1/2]  50%  b  elapsed 1m  ETA 1m"
+
+
+def test_a_variant_the_guests_kernel_cannot_load_is_unsupported_with_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "variants.out").write_text(
+        "startlab: /job/variants.yaml: variant qs-reno cannot run on this kernel (6.1.0-50-amd64): its server "
+        "part (quickstart): quickstart.bpf.o does not load on kernel 6.1.0-50-amd64: the verifier: unknown func\n")
+    cell = kernels.judge_variants(tmp_path, 2, "tcg")
+    assert cell.status == "unsupported"
+    assert cell.detail.startswith("variant qs-reno cannot run on this kernel (6.1.0-50-amd64): its server part")
+    assert kernels.judge_variants(tmp_path / "none", 1, "tcg").status == "failed"
+
+
+def test_each_variant_is_verified_or_failed_with_its_error(tmp_path: Path) -> None:
+    for name, error in (("cubic-iw10_r01", None), ("fs-pdrop_r01.failed", "first flight 2 segments, declared 1")):
+        d = tmp_path / "variants" / f"{kernels.VARIANTS_PROFILE}_70KB_{name}"
+        d.mkdir(parents=True)
+        (d / ("error.txt" if error else "metrics.json")).write_text(error or "{}")
+    cell = kernels.judge_variants(tmp_path, 1, "tcg")
+    assert cell.status == "failed"
+    assert cell.detail == ("1 of 2 variants verified on the wire; fs-pdrop: first flight 2 segments, declared 1 "
+                           "(under TCG)")

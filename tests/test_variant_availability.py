@@ -61,3 +61,23 @@ def test_a_variant_the_kernel_cannot_load_is_refused_before_any_network(tmp_path
     assert "its server part (cubic-iw20): cubic_iw20.bpf.o does not load" in out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "campaign").exists(), "a refused campaign wrote a directory"
+
+
+@pytest.mark.usefixtures("clean_machine")
+@pytest.mark.parametrize("what, kwargs, said", [
+    ("per-pair delays", {"pair_rtts_ms": {(1, 1): 120.0}}, "per-pair RTTs are applied by the delay line, not by netem"),
+    ("the delay line's queue", {"shaper": "delayline"}, "the delayline shaper lives in the delayline delay element"),
+])
+def test_what_only_the_delay_line_does_is_refused_on_netem_by_name(tmp_path: Path, what, kwargs, said) -> None:
+    """Never silently changed: asked for netem, a network that needs the delay line is
+    refused before anything is built."""
+    from links import shapers
+    from links.profiles import get_profile
+    from machine.errors import UserError
+    from topologies.network import Network
+    if "shaper" in kwargs:
+        kwargs = {"shaper": shapers.from_cli(kwargs["shaper"])}
+    net = Network(get_profile("dsl-fast"), tmp_path / "net", delay_backend="netem", **kwargs)
+    with pytest.raises(UserError, match=said):
+        net.build()
+    assert net.instance is None, f"{what}: something was built"

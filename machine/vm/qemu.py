@@ -17,6 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from machine import registry
 from machine.errors import UserError
@@ -28,6 +29,7 @@ UP_MARKER = "startlab-guest: up"
 # How long a KVM boot may take to reach the guest's init before KVM is judged broken here
 # (a guest without nested virtualisation hangs in early boot instead of failing).
 KVM_PROBE_S = 45.0
+WATCH_S = 30.0
 
 
 @dataclass
@@ -61,10 +63,12 @@ def _argv(image: Image, kernel: Kernel, checkout: Path, job: Path, accel: str, c
 
 
 def boot(image: Image, kernel: Kernel, checkout: Path, job: Path, script: str, accel: str,
-         timeout_s: float, cpus: int = 2, up_within_s: float | None = None) -> Boot:
+         timeout_s: float, cpus: int = 2, up_within_s: float | None = None,
+         watch: Callable[[float], None] | None = None) -> Boot:
     """Boot `kernel`, run `script` (sh) in the guest with `job` as its directory, wait.
 
     `up_within_s`: give up when the guest's init is not up by then (the KVM probe).
+    `watch`: called with the elapsed time every WATCH_S while the guest runs (progress).
     """
     if shutil.which(QEMU) is None:
         raise UserError(f"{QEMU} is missing: provision with playbooks/bootstrap.sh (it installs the VM tools)")
@@ -83,6 +87,7 @@ def boot(image: Image, kernel: Kernel, checkout: Path, job: Path, script: str, a
     inst.add_process(proc.pid, f"qemu {kernel.name} ({accel})")
     boot_s: float | None = None
     why = ""
+    next_watch = WATCH_S
     try:
         while proc.poll() is None:
             elapsed = time.monotonic() - t0
@@ -94,6 +99,9 @@ def boot(image: Image, kernel: Kernel, checkout: Path, job: Path, script: str, a
             if elapsed > timeout_s:
                 why = f"the job did not finish within {timeout_s:.0f} s"
                 break
+            if watch is not None and elapsed >= next_watch:
+                watch(elapsed)
+                next_watch += WATCH_S
             time.sleep(0.5)
     finally:
         inst.remove_all()      # stops qemu if it still runs, and forgets the instance
