@@ -230,8 +230,11 @@ def set_single_cpu_rps(node, intf: str, cpu: int) -> None:
     that view always shows the node's own devices.
     """
     mask = rps_mask(cpu)
+    # mount's own words (on a systemd machine whose fstab changed: "(hint) your fstab has been
+    # modified ...") would be read as the mask: they are shown only when the mount fails.
     script = (f"d=$(mktemp -d /tmp/stlsys.XXXXXX) || exit 1; "
-              f"mount -t sysfs sysfs $d && for q in $d/class/net/{intf}/queues/rx-*; do "
+              f"m=$(mount -t sysfs sysfs $d 2>&1) || {{ echo \"mount: $m\"; rmdir $d; exit 1; }}; "
+              f"for q in $d/class/net/{intf}/queues/rx-*; do "
               f"echo {mask} > $q/rps_cpus || exit 1; done && cat $d/class/net/{intf}/queues/rx-*/rps_cpus; "
               f"rc=$?; umount $d; rmdir $d; exit $rc")
     out = check_cmd(node, "unshare -m --propagation private sh -c " + shlex.quote(script))

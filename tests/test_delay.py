@@ -217,3 +217,31 @@ def test_refuses_different_mtus_with_a_clear_error(tmp_path):
                           tmp_path / "delayline", ln.instance)
         prefix = ln.instance.prefix
     assert _leftovers(prefix) == []
+
+
+# -- root: the RPS mask, whatever mount says ------------------------------------------------
+
+class _NamespaceNode:
+    """A node whose shell is a fresh network namespace (unshare -n) with `bin` first on PATH."""
+    name = "fresh-netns"
+
+    def __init__(self, bin_dir: Path):
+        self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def cmd(self, command: str) -> str:
+        return subprocess.run(["unshare", "-n", "sh", "-c", command], capture_output=True, text=True,
+                              env=self.env).stdout
+
+
+def test_the_rps_mask_is_read_back_whatever_mount_says(tmp_path: Path) -> None:
+    """util-linux's mount prints a hint on a systemd machine whose fstab changed since boot;
+    read as part of the mask it failed every network build in a Vagrant guest."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (run the suite with sudo)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mount").write_text("#!/bin/sh\necho 'mount: (hint) your fstab has been modified, but systemd "
+                                   "still uses the old version; use systemctl daemon-reload to reload.' >&2\n"
+                                   "exec /usr/bin/mount \"$@\"\n")
+    (bin_dir / "mount").chmod(0o755)
+    delay.set_single_cpu_rps(_NamespaceNode(bin_dir), "lo", 0)     # raises if the hint is read as the mask
