@@ -185,6 +185,29 @@ def cmd_kernels(args) -> int:
     return 0 if kernels.passed(results) else 1
 
 
+def cmd_vagrant(args) -> int:
+    """`vagrant up` (libvirt) on startlab's own box, the demo inside, `vagrant destroy`."""
+    import shutil
+    import tempfile
+    from machine.capabilities import require_root
+    from machine.vm import vagrant
+    require_root()
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="startlab-scratch-vagrant-"))
+    try:
+        report = vagrant.run(args.accel, args.cpus, args.memory_mb, work, args.timeout_s, args.inside,
+                             progress=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        emit_json(vagrant.as_json(report))
+    else:
+        if report.demo_output:
+            print(report.demo_output.rstrip())
+        print(vagrant.text(report))
+    return 0 if report.ok else 1
+
+
 def finish(campaign_dir: Path, as_json: bool, stats: dict | None) -> int:
     """Write the report of a campaign and print its table (or the figures as JSON)."""
     from analysis.report import format_table, write_report
@@ -465,6 +488,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-s", type=float, default=3600, help="per kernel (default 3600)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kernels)
+
+    from machine.vm.vagrant import DEMO as vagrant_demo
+    p = sub.add_parser("vagrant", help="`vagrant up` with libvirt on startlab's own box (built from the VM image, "
+                                       "no download), the demo inside, then `vagrant destroy`")
+    p.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
+                   help="KVM, software emulation, or auto: KVM if a guest boots with it (default)")
+    p.add_argument("--cpus", type=int, default=2, help="the VM's CPUs (default 2)")
+    p.add_argument("--memory-mb", type=int, default=4096, help="the VM's memory (default 4096)")
+    p.add_argument("--keep", metavar="DIR", help="keep Vagrant's log and the demo's output in DIR")
+    p.add_argument("--inside", default=vagrant_demo, metavar="CMD",
+                   help=f"what runs in the VM (default: {vagrant_demo!r})")
+    p.add_argument("--timeout-s", type=float, default=3600, help="for each of `vagrant up` and the demo")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_vagrant)
 
     p = sub.add_parser("demo", help="a small comparison on the embedded smoke scenario")
     p.add_argument("--json", action="store_true")

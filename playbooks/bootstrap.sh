@@ -14,21 +14,27 @@ inputs_hash() {
 }
 
 # --stage core: what the demo needs (no QUIC endpoints, web tools or test tools); full
-# (the default): everything. A full provisioning also satisfies core. --force: even if done.
+# (the default): everything; vagrant: full and Vagrant with libvirt (run.py vagrant). A stage
+# also satisfies the ones before it. --force: even if done.
 stage=full force=
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=$2; shift 2 ;;
     --force) force=1; shift ;;
-    *) echo "bootstrap.sh: unknown argument $1 (use --stage core|full, --force)" >&2; exit 2 ;;
+    *) echo "bootstrap.sh: unknown argument $1 (use --stage core|full|vagrant, --force)" >&2; exit 2 ;;
   esac
 done
-case "$stage" in core|full) ;; *) echo "bootstrap.sh: --stage is core or full, not $stage" >&2; exit 2 ;; esac
+case "$stage" in
+  core) enough="core full vagrant" ;;
+  full) enough="full vagrant" ;;
+  vagrant) enough="vagrant" ;;
+  *) echo "bootstrap.sh: --stage is core, full or vagrant, not $stage" >&2; exit 2 ;;
+esac
 
 want=$(inputs_hash)
 done_for() { [ -f ".provisioned-$1" ] && [ "$(cat ".provisioned-$1")" = "$want" ]; }
-if [ -z "$force" ] && { done_for full || { [ "$stage" = core ] && done_for core; }; } \
-   && [ -x .venv/bin/python ] && [ -f .cargo-path ]; then
+done_already() { for s in $enough; do done_for "$s" && return 0; done; return 1; }
+if [ -z "$force" ] && done_already && [ -x .venv/bin/python ] && [ -f .cargo-path ]; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
