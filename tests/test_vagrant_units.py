@@ -1,13 +1,10 @@
-"""The Vagrant path's pure parts: the box's cache key, the report, and the provisioning stage
-that installs Vagrant and libvirt (its argument check needs no root)."""
+"""The Vagrant path's pure parts: the box's cache key, its boot settings, the report and the
+private libvirtd's directories (the provisioning stage is in test_provisioning.py)."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from machine.vm import box, image, vagrant
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_box_is_rebuilt_when_its_image_changes() -> None:
@@ -41,8 +38,3 @@ def test_the_private_libvirtd_binds_every_directory_it_writes() -> None:
     for sub, target in vagrant.PRIVATE_DIRS.items():
         assert f"{sub}:{target}" in vagrant.LAUNCH
 
-
-def test_an_unknown_provisioning_stage_lists_the_valid_ones() -> None:
-    r = subprocess.run([str(ROOT / "playbooks" / "bootstrap.sh"), "--stage", "all"], capture_output=True, text=True)
-    assert r.returncode == 2
-    assert "--stage is core, full or vagrant, not all" in r.stderr
