@@ -194,7 +194,7 @@ def cmd_vagrant(args) -> int:
     require_root()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="startlab-scratch-vagrant-"))
     try:
-        report = vagrant.run(args.accel, args.cpus, args.memory_mb, work, args.timeout_s, args.inside,
+        report = vagrant.run(args.accel, args.cpus, args.memory_mb, work, args.timeout_s, args.inside or vagrant.DEMO,
                              progress=lambda m: print(m, file=sys.stderr, flush=True))
     finally:
         if not args.keep:
@@ -489,7 +489,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kernels)
 
-    from machine.vm.vagrant import DEMO as vagrant_demo
     p = sub.add_parser("vagrant", help="`vagrant up` with libvirt on startlab's own box (built from the VM image, "
                                        "no download), the demo inside, then `vagrant destroy`")
     p.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
@@ -497,8 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpus", type=int, default=2, help="the VM's CPUs (default 2)")
     p.add_argument("--memory-mb", type=int, default=4096, help="the VM's memory (default 4096)")
     p.add_argument("--keep", metavar="DIR", help="keep Vagrant's log and the demo's output in DIR")
-    p.add_argument("--inside", default=vagrant_demo, metavar="CMD",
-                   help=f"what runs in the VM (default: {vagrant_demo!r})")
+    p.add_argument("--inside", metavar="CMD", help="what runs in the VM (default: the demo)")
     p.add_argument("--timeout-s", type=float, default=3600, help="for each of `vagrant up` and the demo")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_vagrant)

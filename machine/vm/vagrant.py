@@ -45,7 +45,7 @@ PRIVATE_DIRS = {"etc": "/etc/libvirt", "lib": "/var/lib/libvirt", "log": "/var/l
 LAUNCH = r"""
 set -eu
 w=$1
-for pair in etc:/etc/libvirt lib:/var/lib/libvirt log:/var/log/libvirt cache:/var/cache/libvirt run:/run; do
+for pair in """ + " ".join(f"{sub}:{target}" for sub, target in PRIVATE_DIRS.items()) + r"""; do
   mkdir -p "${pair#*:}"; mount --bind "$w/${pair%%:*}" "${pair#*:}"
 done
 mkdir -p /run/libvirt
