@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from analysis import flow_checks, stats
+from analysis import flow_checks, paper_figures, stats
 from analysis.plots import variant_colours
 from analysis.runs import workload_analysis
 from analysis.summary import ordered_variants, split_rows, write_split_summary, write_summary
@@ -57,6 +57,10 @@ def write_report(campaign_dir: Path | str) -> list[Row]:
     rows = write_summary(root, record, records, analysis)
     colours = variant_colours(ordered_variants(record, records))
     plots = analysis.plots(root / schema.PLOTS_DIR, record, records, rows, colours) if records else []
+    if records:
+        tidy = read_json_or_none(root / schema.SUMMARY_JSON) or {}
+        plots = paper_figures.plots(root / schema.PLOTS_DIR, record, tidy.get("rows", []), tidy.get("figures", []),
+                                    records) + plots
     sections = analysis.sections(rows) + _host_sections(root, record, records, analysis) + \
         _flagged_sections(campaign, records)
     write_atomically(root / schema.REPORT_MD, markdown_report(record, records, rows, plots, sections, analysis, root))
@@ -298,6 +302,13 @@ def html_report(campaign: dict[str, Any], records: list[RunRecord], rows: list[R
     if analysis.compared:
         parts.append(f"<h2>Variants compared with the baseline “{e(str(campaign.get('baseline')))}”</h2>")
         parts.append(_html_comparison(campaign, records, rows, analysis))
+    beside = [p for p in plots if p.kind == "paper"]
+    if beside:
+        parts.append("<h2>Beside the paper</h2>")
+    for plot in beside:
+        parts.append(f"<p class='note'>{e(plot.caption)}</p>")
+        data = base64.b64encode(plot.path.read_bytes()).decode()
+        parts.append(f"<img alt='{e(plot.path.stem)}' src='data:image/png;base64,{data}'>")
     for profile in dict.fromkeys(r["profile"] for r in rows):
         mine = [p for p in plots if p.profile == profile]
         if not mine:
@@ -420,6 +431,11 @@ def markdown_report(campaign: dict[str, Any], records: list[RunRecord], rows: li
         else:
             lines.append("Only the baseline variant ran (or no cell has baseline runs): nothing to compare.")
 
+    beside = [p for p in plots if p.kind == "paper"]
+    if beside:
+        lines += ["", "## Beside the paper", ""]
+        for plot in beside:
+            lines += [plot.caption, "", f"![{plot.path.stem}]({plot.path.relative_to(root).as_posix()})", ""]
     lines += ["", "## Summary", ""]
     lines += markdown_table(analysis.display_headers, [analysis.display(r) for r in rows])
     for s in sections:

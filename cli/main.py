@@ -304,8 +304,24 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from results import schema
     from results.campaign import Campaign
-    return finish(Campaign.open(args.dir).path, args.json, None)
+    from results.store import write_atomically
+    path = Campaign.open(args.dir).path
+    code = finish(path, args.json, None)
+    if args.paper_figures:
+        # The figures beside the papers, for the paper pages (docs/papers/figures).
+        out = Path(args.paper_figures)
+        out.mkdir(parents=True, exist_ok=True)
+        written = sorted((path / schema.PLOTS_DIR).glob("paper-*.png"))
+        for plot in written:
+            write_atomically(out / plot.name.removeprefix("paper-"), plot.read_bytes())
+            print(f"paper figure: {out / plot.name.removeprefix('paper-')}", file=sys.stderr)
+        if not written:
+            print("startlab: no paper figure is declared for this campaign's scenario "
+                  "(analysis/paper_values/*.yaml)", file=sys.stderr)
+            return code or 2
+    return code
 
 
 def cmd_compare(args) -> int:
@@ -449,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write summary and report.html of an analysed campaign (no root)")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--paper-figures", metavar="OUT_DIR",
+                   help="also write the campaign's figures beside its paper into OUT_DIR as <name>.png "
+                        "(the paper pages use docs/papers/figures)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="compare two campaigns' summaries (e.g. last night vs tonight; no root)")
