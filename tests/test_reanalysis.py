@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from analysis.stats import t_interval
 from analysis.tidy import tidy_rows
-from analysis.workloads.competing import ANALYSIS
+from analysis.workloads.competing import ANALYSIS, FCT
+from results.campaign import load_campaign
 from conftest import ROOT
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -71,6 +73,18 @@ def test_reanalysis_of_a_format1_campaign_gives_the_same_summary(tmp_path, name)
             skipped += len(old) - len(kept)
             assert {k: new[k] for k in kept} == {k: old[k] for k in kept}, old
     assert skipped > 0
+    # The levels' intervals left out above, by the format-1 method (Student's t over the
+    # runs, analysis.stats.t_interval) from the re-analysed runs: the old values, so the
+    # re-analysis agrees on every figure the old summary had.
+    _, records = load_campaign(root)
+    fcts: dict[tuple, list[float]] = {}
+    for rec in records:
+        fcts.setdefault((rec.profile, str(rec.size_bytes), rec.variant, rec.sweep_value), []).append(FCT.get(rec))
+    for old in before:
+        sweep = float(old["sweep_value"]) if old.get("sweep_value") else None
+        low, high = t_interval(fcts[(old["profile"], old["size_bytes"], old["variant"], sweep)])
+        assert (low, high) == (pytest.approx(float(old["fct_ci_low_s"]), rel=1e-12),
+                               pytest.approx(float(old["fct_ci_high_s"]), rel=1e-12)), old
     meta = (root / next(p.name for p in root.iterdir() if (p / "metrics.json").exists()) / "meta.json").read_text()
     assert '"format": 3' in meta                       # upgraded and written back in today's format
     assert (root / "report.html").stat().st_size > 0
