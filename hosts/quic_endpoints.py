@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from hosts.implementations.quic import CLIENT_BIN, SERVER_BIN
+from hosts.implementations.quic import CLIENT_BIN, SERVER_BIN, controller_name
 from hosts.process import NodeProcess, wait_until
 from machine import binaries
 from wire.quic_report import established_connections, last_json_object
@@ -89,8 +89,9 @@ def server_connections(path: Path) -> list[dict]:
 
 def controller_kind(connection: dict) -> str:
     """What a connection's controller actually ran, by the server's own account: a Blitzstart
-    server that got no hint (or could not apply it) starts as the CUBIC IW32 baseline."""
+    server that got no hint (or could not apply it) starts as the CUBIC IW32 baseline; the
+    sender's name prefixes Google QUIC's (implementations.quic.controller_name)."""
     cc = str(connection.get("cc", ""))
     if cc == "blitz" and not connection.get("hint_applied"):
-        return "cubic-iw32"
-    return cc
+        cc = "cubic-iw32"
+    return controller_name(cc, str(connection.get("sender", "rfc9438")))

@@ -44,13 +44,17 @@ def test_server_arguments_and_declaration() -> None:
     impl = Quic()
     base = impl.resolve({"cc": "cubic-iw32"})
     assert impl.endpoint_args("server", base, ctx()) == [
-        "--udp-payload", "1472", "--cc", "cubic-iw32", "--pacing", "paper", "--ss-pacing-rtt", "0.5",
-        "--ca-pacing-rtt", "0.75", "--hystart", "on"]
+        "--udp-payload", "1472", "--cc", "cubic-iw32", "--sender", "rfc9438", "--pacing", "paper",
+        "--ss-pacing-rtt", "0.5", "--ca-pacing-rtt", "0.75", "--hystart", "on"]
     d = impl.declares("server", base, EndHostDefaults())
     assert (d.cc, d.iw, d.transport) == (("cubic-iw32",), 32, "quic")
     blitz = impl.declares("server", impl.resolve({"cc": "blitz"}), EndHostDefaults())
     assert (blitz.cc, blitz.iw, blitz.transport) == (("blitz",), None, "quic")
     assert impl.declares("client", base, EndHostDefaults()) is None
+    gquic = impl.resolve({"cc": "blitz", "sender": "gquic"})
+    assert impl.declares("server", gquic, EndHostDefaults()).cc == ("gquic-blitz",)
+    with pytest.raises(ValueError, match="rfc9438 sender"):
+        impl.endpoint_args("server", {**gquic, "hystart": False}, ctx())
 
 
 @pytest.mark.parametrize("factor,profile,rate,kbps,tech", [
@@ -99,6 +103,24 @@ def test_quic_variants_mirror_the_tcp_blitz_ones() -> None:
     assert VARIANTS["cubic-iw32"].endpoint_args("server", ctx()) is None
 
 
+def test_gquic_variants_are_the_quic_ones_on_google_quics_sender() -> None:
+    for name, v in VARIANTS.items():
+        if not name.startswith("gquic-"):
+            continue
+        twin = VARIANTS[name.removeprefix("g")]
+        server = v.parts["server"].params
+        assert server["sender"] == "gquic" and server["cc"] == twin.parts["server"].params["cc"]
+        assert v.parts["client"].params == twin.parts["client"].params
+        declared, theirs = v.declared("server", EndHostDefaults()), twin.declared("server", EndHostDefaults())
+        assert declared.cc == (f"gquic-{theirs.cc[0]}",) and declared.iw == theirs.iw
+        args = v.endpoint_args("server", ctx())
+        assert args[args.index("--sender") + 1] == "gquic" and "--hystart" not in args
+    assert sorted(n for n in VARIANTS if n.startswith("gquic-")) == \
+        sorted(f"g{n}" for n in VARIANTS if n.startswith("quic-"))
+    args = VARIANTS["quic-cubic-iw32"].endpoint_args("server", ctx())
+    assert args[args.index("--sender") + 1] == "rfc9438" and "--hystart" in args
+
+
 def test_quic_scenario_mirrors_the_tcp_table1() -> None:
     quic = load_scenario(ROOT / "scenarios" / "blitzstart-table1-quic.yaml")
     tcp = load_scenario(ROOT / "scenarios" / "blitzstart-table1.yaml")
@@ -109,6 +131,11 @@ def test_quic_scenario_mirrors_the_tcp_table1() -> None:
                                                           ("0.5", "1.0", "1.5", "2.0", "3.0", "4.0")]
     assert quic.workload_params["transport"] == "quic"
     assert quic.workload_params["long_variant"] == "quic-cubic-iw32"
+    gquic = load_scenario(ROOT / "scenarios" / "blitzstart-table1-gquic.yaml")
+    assert [p.name for p in gquic.profiles] == [p.name for p in quic.profiles]
+    assert (gquic.sizes, gquic.reps, gquic.workload_params) == \
+        (quic.sizes, quic.reps, {**quic.workload_params, "long_variant": "gquic-cubic-iw32"})
+    assert list(gquic.variants) == [f"g{v}" for v in quic.variants] and gquic.baseline == "gquic-cubic-iw32"
 
 
 def test_workload_refuses_a_tcp_long_flow_or_parallel_streams_over_quic() -> None:
@@ -206,6 +233,10 @@ def test_endpoint_reports_are_read_as_the_programs_write_them(tmp_path: Path) ->
     assert [quic_endpoints.controller_kind(c) for c in quic_endpoints.server_connections(tmp_path / "s.jsonl")] \
         == ["cubic-iw32"]
     assert quic_endpoints.server_connections(tmp_path / "missing.jsonl") == []
+    # The sender prefixes Google QUIC's controller; a Blitzstart server without a hint is the baseline.
+    lines = [{"cc": "blitz", "hint_applied": True, "sender": "gquic"}, {"cc": "blitz", "sender": "gquic"},
+             {"cc": "cubic-iw32", "sender": "rfc9438"}]
+    assert [quic_endpoints.controller_kind(c) for c in lines] == ["gquic-blitz", "gquic-cubic-iw32", "cubic-iw32"]
 
 
 # ------------------------------------------------------------------ analysis on crafted captures

@@ -96,7 +96,7 @@ def flow_figures(caps: dict[str, Capture], t: FourTuple, server: dict, client: d
         "wire_sent_datagrams": wire["datagrams"],
         "wire_sent_bytes": wire["bytes"],
         "endpoint": {k: server.get(k) for k in (
-            "cc", "sent_datagrams", "sent_bytes", "lost_packets", "lost_bytes", "retransmitted_packets",
+            "cc", "sender", "sent_datagrams", "sent_bytes", "lost_packets", "lost_bytes", "retransmitted_packets",
             "congestion_events", "handshake_rtt_ms", "hint_kbps", "hint_tech", "hint_applied",
             "cwnd_start_bytes", "ssthresh_start_bytes", "start_flight", "cc_reductions", "hystart_exit")},
     }

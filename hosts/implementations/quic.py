@@ -4,7 +4,8 @@ Unlike the kernel schemes, nothing is installed in the namespace: the scheme is 
 endpoint program, so this part says how the workload must start it (`endpoint_args`) and
 checks that it is built. The server runs the paper's baseline, CUBIC from 32 datagrams
 paced as Google QUIC (`cc: cubic-iw32`), or Blitzstart (`cc: blitz`: cwnd = hint × the
-handshake RTT, ssthresh = cwnd, paced over 75 % of the RTT). The client sends the hint —
+handshake RTT, ssthresh = cwnd, paced over 75 % of the RTT); beneath either, startlab's
+RFC 9438 CUBIC or Google QUIC's sender (`sender`). The client sends the hint —
 `factor` × the profile's true bottleneck rate in kbit/s, unless `hint_kbps` gives it
 outright, and the access technology (`auto`: the profile's, e.g. dsl on dsl-fast) — in
 the request header of its stream (hosts/quic/src/request.rs): quinn 0.11 cannot carry a
@@ -25,6 +26,8 @@ from wire.quic_report import udp_payload
 
 SERVER_BIN, CLIENT_BIN = "startlab-quic-server", "startlab-quic-client"
 CONTROLLERS = ("cubic-iw32", "blitz")
+# Whose CUBIC runs beneath the start: startlab's RFC 9438 one, or Google QUIC's (hosts/quic/src/gquic.rs).
+SENDERS = ("rfc9438", "gquic")
 IW_DATAGRAMS = 32                     # the server's initial window without a hint
 
 
@@ -34,12 +37,16 @@ class Quic(Implementation):
     roles = ("server", "client")
     params = {
         "cc": Param("cubic-iw32", "server: congestion controller", choices=CONTROLLERS),
+        "sender": Param("rfc9438", "server: whose CUBIC: 'rfc9438' (startlab's, with RFC 9406 HyStart) or "
+                                   "'gquic' (Google QUIC's: two emulated connections, HybridSlowStart)",
+                        choices=SENDERS),
         "pacing": Param("paper", "server: 'paper' (a window over ss_pacing_rtt / ca_pacing_rtt of an RTT) or "
                                  "'quinn' (quinn's pacer unchanged: 0.8 RTT)", choices=("paper", "quinn")),
         "ss_pacing_rtt": Param(0.5, "server: share of an RTT a slow-start window is paced over", low=0.05, high=0.8),
         "ca_pacing_rtt": Param(0.75, "server: share of an RTT a congestion-avoidance (and Blitzstart) window is "
                                      "paced over", low=0.05, high=0.8),
-        "hystart": Param(True, "server: HyStart's delay-increase exit from slow start"),
+        "hystart": Param(True, "server: HyStart's delay-increase exit from slow start (rfc9438 sender; "
+                               "the gquic sender's HybridSlowStart is always on)"),
         "factor": Param(0.0, "client: hint as a factor of the profile's true bottleneck rate (0 = no hint)",
                         low=0.0, high=100.0),
         "hint_kbps": Param(0, "client: the hint in kbit/s outright (0 = use factor)", low=0, high=2 ** 32 - 1,
@@ -67,10 +74,14 @@ class Quic(Implementation):
     def endpoint_args(self, role: str, params: dict, ctx: InstallContext) -> list[str]:
         args = ["--udp-payload", str(udp_payload_checked(ctx.mtu))]
         if role == "server":
-            return args + ["--cc", params["cc"], "--pacing", params["pacing"],
-                           "--ss-pacing-rtt", f"{params['ss_pacing_rtt']:g}",
-                           "--ca-pacing-rtt", f"{params['ca_pacing_rtt']:g}",
-                           "--hystart", "on" if params["hystart"] else "off"]
+            args += ["--cc", params["cc"], "--sender", params["sender"], "--pacing", params["pacing"],
+                     "--ss-pacing-rtt", f"{params['ss_pacing_rtt']:g}",
+                     "--ca-pacing-rtt", f"{params['ca_pacing_rtt']:g}"]
+            if params["sender"] == "gquic":
+                if not params["hystart"]:
+                    raise ValueError("hystart: false applies to the rfc9438 sender; gquic's HybridSlowStart is quiche's")
+                return args
+            return args + ["--hystart", "on" if params["hystart"] else "off"]
         kbps = client_hint_kbps(params, ctx.rate_bps)
         if kbps is None:
             return args
@@ -83,7 +94,13 @@ class Quic(Implementation):
         # Blitzstart sizes its first flight itself (hint × RTT, checked against the window
         # the server reports); the baseline's is its 32 datagrams.
         iw = IW_DATAGRAMS if params["cc"] == "cubic-iw32" else None
-        return Declared(cc=(params["cc"],), iw=iw, transport="quic")
+        return Declared(cc=(controller_name(params["cc"], params["sender"]),), iw=iw, transport="quic")
+
+
+def controller_name(cc: str, sender: str) -> str:
+    """A server controller's name as runs record and check it: the sender prefixes it when
+    it is Google QUIC's ('gquic-blitz'), so a run shows which CUBIC ran beneath the start."""
+    return f"gquic-{cc}" if sender == "gquic" else cc
 
 
 def client_hint_kbps(params: dict, rate_bps: float) -> int | None:

@@ -21,6 +21,7 @@ use quinn_proto::congestion::{Controller, ControllerFactory, ControllerMetrics};
 use quinn_proto::RttEstimator;
 
 use crate::cubic::{Cubic, CubicParams, MAX_WINDOW_BYTES, MIN_WINDOW_SEGMENTS};
+use crate::gquic::GquicCubic;
 use crate::pacing::{self, Pacing};
 use crate::request::Hint;
 
@@ -90,10 +91,28 @@ pub struct StartFlight {
     pub end: Option<(Instant, FlightEnd)>,
 }
 
+/// Whose CUBIC sends: startlab's RFC 9438 sender (its parameters in `cubic`) or Google
+/// QUIC's (`gquic`, fixed as quiche has it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sender {
+    Rfc9438,
+    GoogleQuic,
+}
+
+impl Sender {
+    pub fn name(self) -> &'static str {
+        match self {
+            Sender::Rfc9438 => "rfc9438",
+            Sender::GoogleQuic => "gquic",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ControllerConfig {
     /// Initial window in datagrams of the connection's size.
     pub initial_window: u64,
+    pub sender: Sender,
     pub cubic: CubicParams,
     pub pacing: Pacing,
     /// Start from the hint when the client sends one.
@@ -117,10 +136,75 @@ pub struct Blitzed {
     pub cwnd: u64,
 }
 
+/// The congestion control beneath the start and the pacing: one interface, two senders.
+#[derive(Clone, Debug)]
+enum Engine {
+    Rfc9438(Cubic),
+    GoogleQuic(GquicCubic),
+}
+
+impl Engine {
+    fn cwnd(&self) -> u64 {
+        match self {
+            Engine::Rfc9438(c) => c.cwnd(),
+            Engine::GoogleQuic(g) => g.cwnd(),
+        }
+    }
+
+    fn ssthresh(&self) -> u64 {
+        match self {
+            Engine::Rfc9438(c) => c.ssthresh(),
+            Engine::GoogleQuic(g) => g.ssthresh(),
+        }
+    }
+
+    fn mss(&self) -> u64 {
+        match self {
+            Engine::Rfc9438(c) => c.mss(),
+            Engine::GoogleQuic(g) => g.mss(),
+        }
+    }
+
+    fn in_slow_start(&self) -> bool {
+        match self {
+            Engine::Rfc9438(c) => c.in_slow_start(),
+            Engine::GoogleQuic(g) => g.in_slow_start(),
+        }
+    }
+
+    fn hystart_exit(&self) -> bool {
+        match self {
+            Engine::Rfc9438(c) => c.hystart_exit(),
+            Engine::GoogleQuic(g) => g.hystart_exit(),
+        }
+    }
+
+    fn reductions(&self) -> u64 {
+        match self {
+            Engine::Rfc9438(c) => c.reductions(),
+            Engine::GoogleQuic(g) => g.reductions(),
+        }
+    }
+
+    fn set_mss(&mut self, mss: u64) {
+        match self {
+            Engine::Rfc9438(c) => c.set_mss(mss),
+            Engine::GoogleQuic(g) => g.set_mss(mss),
+        }
+    }
+
+    fn start_in_avoidance(&mut self, window: u64) {
+        match self {
+            Engine::Rfc9438(c) => c.start_in_avoidance(window),
+            Engine::GoogleQuic(g) => g.start_in_avoidance(window),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct StartlabController {
     config: ControllerConfig,
-    cubic: Cubic,
+    cubic: Engine,
     slot: Option<Arc<HintSlot>>,
     initial_window: u64,
     /// Bytes in flight as far as the controller knows: exact after each batch of acks,
@@ -139,7 +223,10 @@ impl StartlabController {
     pub fn new(config: ControllerConfig, mss: u64, slot: Option<Arc<HintSlot>>) -> Self {
         let initial_window = (config.initial_window.max(MIN_WINDOW_SEGMENTS) * mss).min(MAX_WINDOW_BYTES);
         Self {
-            cubic: Cubic::new(config.cubic, mss, initial_window),
+            cubic: match config.sender {
+                Sender::Rfc9438 => Engine::Rfc9438(Cubic::new(config.cubic, mss, initial_window)),
+                Sender::GoogleQuic => Engine::GoogleQuic(GquicCubic::new(mss, initial_window)),
+            },
             config,
             slot,
             initial_window,
@@ -251,7 +338,10 @@ impl StartlabController {
         self.srtt = srtt;
         self.flight_ended(now, sent, FlightEnd::Ack);
         self.in_flight = self.in_flight.saturating_sub(bytes);
-        self.cubic.on_ack(now, sent, bytes, app_limited, self.srtt);
+        match &mut self.cubic {
+            Engine::Rfc9438(c) => c.on_ack(now, sent, bytes, app_limited, self.srtt),
+            Engine::GoogleQuic(g) => g.on_ack(now, sent, bytes),
+        }
     }
 }
 
@@ -260,7 +350,10 @@ impl Controller for StartlabController {
         self.apply_pending();
         self.flight_sent(now, bytes);
         self.in_flight = self.in_flight.saturating_add(bytes);
-        self.cubic.on_sent(last_packet_number);
+        match &mut self.cubic {
+            Engine::Rfc9438(c) => c.on_sent(last_packet_number),
+            Engine::GoogleQuic(g) => g.on_sent(bytes, last_packet_number),
+        }
     }
 
     fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, rtt: &RttEstimator) {
@@ -269,17 +362,31 @@ impl Controller for StartlabController {
 
     fn on_end_acks(&mut self, _now: Instant, in_flight: u64, _app_limited: bool, largest_acked: Option<u64>) {
         self.in_flight = in_flight;
-        if let Some(sample) = self.batch_min_rtt.take() {
-            self.cubic.on_rtt_sample(sample);
+        let sample = self.batch_min_rtt.take();
+        match &mut self.cubic {
+            Engine::Rfc9438(c) => {
+                if let Some(rtt) = sample {
+                    c.on_rtt_sample(rtt);
+                }
+                c.on_end_acks(largest_acked);
+            }
+            Engine::GoogleQuic(g) => {
+                if let Some(rtt) = sample {
+                    g.on_rtt_sample(rtt);
+                }
+                g.on_end_acks(in_flight, largest_acked);
+            }
         }
-        self.cubic.on_end_acks(largest_acked);
     }
 
     fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64) {
         self.apply_pending();
         self.flight_ended(now, sent, FlightEnd::Loss);
         self.in_flight = self.in_flight.saturating_sub(lost_bytes);
-        self.cubic.on_congestion_event(now, sent, persistent);
+        match &mut self.cubic {
+            Engine::Rfc9438(c) => c.on_congestion_event(now, sent, persistent),
+            Engine::GoogleQuic(g) => g.on_congestion_event(now, sent, lost_bytes),
+        }
     }
 
     fn on_mtu_update(&mut self, new_mtu: u16) {
@@ -342,6 +449,7 @@ mod tests {
     fn config(blitz: bool) -> ControllerConfig {
         ControllerConfig {
             initial_window: 32,
+            sender: Sender::Rfc9438,
             cubic: CubicParams {
                 hystart: false,
                 ..CubicParams::default()

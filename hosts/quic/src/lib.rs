@@ -10,6 +10,7 @@
 
 pub mod controller;
 pub mod cubic;
+pub mod gquic;
 pub mod keylog;
 pub mod pacing;
 pub mod report;

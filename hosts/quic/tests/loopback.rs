@@ -199,6 +199,25 @@ fn blitz_applies_the_hint() {
 }
 
 /// The secrets of one connection in a key log, by label.
+#[test]
+fn google_quics_sender_serves_the_baseline_and_blitzstart() {
+    let server = Server::start(&["--cc", "blitz", "--sender", "gquic"]);
+    let f = fetch(&server.addr, &["--size", "2MB", "--hint-kbps", "1000000", "--verify"]);
+    assert_eq!(f.code, 0, "{}", f.stderr);
+    let g = fetch(&server.addr, &["--size", "2MB", "--verify"]);
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    let lines = server.stop();
+    assert_eq!(lines.len(), 2);
+    for l in &lines {
+        assert_eq!(l["sender"], "gquic");
+        assert_eq!(l["cc"], "blitz");
+    }
+    let hinted = lines.iter().find(|l| l["hint_applied"] == true).expect("the hinted connection");
+    assert_eq!(hinted["ssthresh_start_bytes"], hinted["cwnd_start_bytes"]);
+    let plain = lines.iter().find(|l| l["hint_applied"] == false).expect("the plain connection");
+    assert_eq!(plain["cwnd_start_bytes"], 32 * 1472);
+}
+
 fn secrets(path: &PathBuf) -> Vec<(String, String, String)> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let _ = std::fs::remove_file(path);
@@ -303,6 +322,12 @@ fn failures_exit_nonzero_with_a_message() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--iw 10 conflicts"));
+    let out = Command::new(SERVER)
+        .args(["--sender", "gquic", "--cubic-beta", "0.8"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the gquic sender's are quiche's"));
 }
 
 #[test]
