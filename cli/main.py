@@ -249,7 +249,7 @@ def cmd_run(args) -> int:
     from machine.cpuset import own_cpus
     from results.store import write_json
     from scenarios.lanes import LANES_DIR, choose_lanes, read_run_list, run_campaign_in_lanes
-    from scenarios.runner import run_campaign
+    from scenarios.runner import refuse_unavailable, run_campaign
     from scenarios.spec import apply_overrides, load_scenario
     sc = apply_overrides(load_scenario(args.scenario), args.profiles, args.sizes, args.variants, args.reps)
     out = Path(args.out) if args.out else None
@@ -264,6 +264,7 @@ def cmd_run(args) -> int:
     from machine.capabilities import require_root
     from scenarios.hostcheck import check_host
     require_root()
+    refuse_unavailable(sc)             # what this kernel cannot run, before the 6 s calibration
     host_rec = check_host(sc.profiles, args.unfit_host)       # before any network; once per campaign
     if host_rec["forced"]:
         print(f"startlab: running on a host unfit for {', '.join(host_rec['unfit_profiles'])} "
