@@ -20,8 +20,6 @@ class Capture:
         self.proc = NodeProcess(node, ["tcpdump", "-i", intf, "-s", str(SNAPLEN), "-n", "-B", "16384",
                                        "--immediate-mode", "-U", "-w", str(self.path), bpf_filter],
                                 instance, f"tcpdump {intf}", log_path=self.log)
-        # Packets its filter had taken when drain() found it caught up (all written by then).
-        self.drained: int | None = None
 
     def wait_ready(self, timeout_s: float = 10.0) -> None:
         if not wait_until(lambda: "listening on" in self.proc.output() or not self.proc.running(), timeout_s):
@@ -50,22 +48,10 @@ class Capture:
         and what is still in its buffer at the stop is lost; drain() waits for it first)."""
         self.proc.stop(grace_s=5.0)
         c = self.counters()
-        return {"file": self.path.name, "captured": c["captured"], "dropped_by_kernel": c["dropped_by_kernel"],
-                "received_by_filter": c["received_by_filter"],
-                **unwritten(c["captured"], c["received_by_filter"], self.drained)}
-
-
-def unwritten(captured: int | None, received: int | None, drained: int | None) -> dict[str, int | None]:
-    """What a stopped tcpdump did not write of what its filter took: `unwritten`, of the
-    packets it had taken by the time drain() found it caught up (or of all, without one), and
-    `after_drain`, taken later. Those arrive after the run's traffic (a socket's last FIN or
-    ACK between the drain and the stop): tcpdump writes in order and had written every packet
-    up to the drain, so the run's own packets are all in the file, and the stop's loss of a
-    late straggler does not make the capture inexact."""
-    if captured is None or received is None:
-        return {"unwritten": None, "after_drain": None}
-    upto = received if drained is None else min(drained, received)
-    return {"unwritten": max(0, upto - captured), "after_drain": received - upto}
+        captured, received = c["captured"], c["received_by_filter"]
+        unwritten = received - captured if captured is not None and received is not None else None
+        return {"file": self.path.name, "captured": captured, "dropped_by_kernel": c["dropped_by_kernel"],
+                "received_by_filter": received, "unwritten": max(0, unwritten) if unwritten is not None else None}
 
 
 def drain(captures: list[Capture], max_s: float = 60.0) -> float:
@@ -80,10 +66,7 @@ def drain(captures: list[Capture], max_s: float = 60.0) -> float:
         for c in waiting:
             c.proc.signal(signal.SIGUSR1)
         time.sleep(0.1)
-        for c in waiting:
-            if c.caught_up():
-                c.drained = c.counters()["received_by_filter"]
-        waiting = [c for c in waiting if c.proc.running() and c.drained is None]
+        waiting = [c for c in waiting if c.proc.running() and not c.caught_up()]
     return time.monotonic() - t0
 
 
