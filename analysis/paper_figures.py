@@ -286,12 +286,9 @@ def figure(decl: PaperFigure, campaign: dict[str, Any], rows: list[dict[str, Any
             ax.axhline(0.0, color="#999999", lw=0.8)
         elif decl.statistic == "speedup":
             ax.axhline(1.0, color="#999999", lw=0.8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     paper_ax.set_ylabel(decl.y_label)
-    handles, labels = paper_ax.get_legend_handles_labels()
-    if handles:
-        paper_ax.legend(fontsize=7)
-    if ours_ax.get_legend_handles_labels()[0]:
-        ours_ax.legend(fontsize=7)
     fig.suptitle(decl.title, fontsize=10)
     return fig
 

@@ -312,16 +312,17 @@ def cmd_report(args) -> int:
     code = finish(path, args.json, None)
     if args.paper_figures:
         # The figures beside the papers, for the paper pages (docs/papers/figures).
-        out = Path(args.paper_figures)
-        out.mkdir(parents=True, exist_ok=True)
         written = sorted((path / schema.PLOTS_DIR).glob("paper-*.png"))
-        for plot in written:
-            write_atomically(out / plot.name.removeprefix("paper-"), plot.read_bytes())
-            print(f"paper figure: {out / plot.name.removeprefix('paper-')}", file=sys.stderr)
         if not written:
             print("startlab: no paper figure is declared for this campaign's scenario "
                   "(analysis/paper_values/*.yaml)", file=sys.stderr)
             return code or 2
+        out = Path(args.paper_figures)
+        out.mkdir(parents=True, exist_ok=True)
+        for plot in written:
+            target = out / plot.name.removeprefix("paper-")
+            write_atomically(target, plot.read_bytes())
+            print(f"paper figure: {target}", file=sys.stderr)
     return code
 
 

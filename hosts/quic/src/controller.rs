@@ -24,6 +24,7 @@ use crate::cubic::{Cubic, CubicParams, MAX_WINDOW_BYTES, MIN_WINDOW_SEGMENTS};
 use crate::gquic::GquicCubic;
 use crate::pacing::{self, Pacing};
 use crate::request::Hint;
+use crate::sender::CongestionControl;
 
 /// What the application tells a connection's controller: the client's Blitzstart hint, and
 /// that the response has begun (the start flight, see [`StartFlight`], begins with the
@@ -93,9 +94,12 @@ pub struct StartFlight {
 
 /// Whose CUBIC sends: startlab's RFC 9438 sender (its parameters in `cubic`) or Google
 /// QUIC's (`gquic`, fixed as quiche has it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Sender {
+    /// startlab's CUBIC: RFC 9438 with RFC 9406's HyStart (--cubic-beta, --hystart).
     Rfc9438,
+    /// Google QUIC's CUBIC sender: two emulated connections, HybridSlowStart.
+    #[value(name = "gquic")]
     GoogleQuic,
 }
 
@@ -144,59 +148,18 @@ enum Engine {
 }
 
 impl Engine {
-    fn cwnd(&self) -> u64 {
+    /// Either sender, for everything but an acknowledgement.
+    fn sender(&self) -> &dyn CongestionControl {
         match self {
-            Engine::Rfc9438(c) => c.cwnd(),
-            Engine::GoogleQuic(g) => g.cwnd(),
+            Engine::Rfc9438(c) => c,
+            Engine::GoogleQuic(g) => g,
         }
     }
 
-    fn ssthresh(&self) -> u64 {
+    fn sender_mut(&mut self) -> &mut dyn CongestionControl {
         match self {
-            Engine::Rfc9438(c) => c.ssthresh(),
-            Engine::GoogleQuic(g) => g.ssthresh(),
-        }
-    }
-
-    fn mss(&self) -> u64 {
-        match self {
-            Engine::Rfc9438(c) => c.mss(),
-            Engine::GoogleQuic(g) => g.mss(),
-        }
-    }
-
-    fn in_slow_start(&self) -> bool {
-        match self {
-            Engine::Rfc9438(c) => c.in_slow_start(),
-            Engine::GoogleQuic(g) => g.in_slow_start(),
-        }
-    }
-
-    fn hystart_exit(&self) -> bool {
-        match self {
-            Engine::Rfc9438(c) => c.hystart_exit(),
-            Engine::GoogleQuic(g) => g.hystart_exit(),
-        }
-    }
-
-    fn reductions(&self) -> u64 {
-        match self {
-            Engine::Rfc9438(c) => c.reductions(),
-            Engine::GoogleQuic(g) => g.reductions(),
-        }
-    }
-
-    fn set_mss(&mut self, mss: u64) {
-        match self {
-            Engine::Rfc9438(c) => c.set_mss(mss),
-            Engine::GoogleQuic(g) => g.set_mss(mss),
-        }
-    }
-
-    fn start_in_avoidance(&mut self, window: u64) {
-        match self {
-            Engine::Rfc9438(c) => c.start_in_avoidance(window),
-            Engine::GoogleQuic(g) => g.start_in_avoidance(window),
+            Engine::Rfc9438(c) => c,
+            Engine::GoogleQuic(g) => g,
         }
     }
 }
@@ -204,7 +167,7 @@ impl Engine {
 #[derive(Clone)]
 pub struct StartlabController {
     config: ControllerConfig,
-    cubic: Engine,
+    engine: Engine,
     slot: Option<Arc<HintSlot>>,
     initial_window: u64,
     /// Bytes in flight as far as the controller knows: exact after each batch of acks,
@@ -214,6 +177,8 @@ pub struct StartlabController {
     /// Smallest raw RTT sample (ack time − send time) so far.
     min_rtt: Option<Duration>,
     batch_min_rtt: Option<Duration>,
+    /// In flight before the first acknowledgement of the current batch.
+    batch_prior_in_flight: Option<u64>,
     srtt: Duration,
     blitzed: Option<Blitzed>,
     flight: Option<StartFlight>,
@@ -223,7 +188,7 @@ impl StartlabController {
     pub fn new(config: ControllerConfig, mss: u64, slot: Option<Arc<HintSlot>>) -> Self {
         let initial_window = (config.initial_window.max(MIN_WINDOW_SEGMENTS) * mss).min(MAX_WINDOW_BYTES);
         Self {
-            cubic: match config.sender {
+            engine: match config.sender {
                 Sender::Rfc9438 => Engine::Rfc9438(Cubic::new(config.cubic, mss, initial_window)),
                 Sender::GoogleQuic => Engine::GoogleQuic(GquicCubic::new(mss, initial_window)),
             },
@@ -233,6 +198,7 @@ impl StartlabController {
             in_flight: 0,
             min_rtt: None,
             batch_min_rtt: None,
+            batch_prior_in_flight: None,
             srtt: Duration::ZERO,
             blitzed: None,
             flight: None,
@@ -273,15 +239,15 @@ impl StartlabController {
         Some(Blitzed {
             hint,
             rtt,
-            cwnd: blitz_window(hint.kbps, rtt, self.cubic.mss()),
+            cwnd: blitz_window(hint.kbps, rtt, self.engine.sender().mss()),
         })
     }
 
     fn apply_pending(&mut self) {
         if let Some(b) = self.pending_blitz() {
-            self.cubic.start_in_avoidance(b.cwnd);
+            self.engine.sender_mut().start_in_avoidance(b.cwnd);
             self.blitzed = Some(Blitzed {
-                cwnd: self.cubic.cwnd(),
+                cwnd: self.engine.sender().cwnd(),
                 ..b
             });
         }
@@ -290,8 +256,8 @@ impl StartlabController {
     /// (cwnd, in slow start) as the next datagram will see them.
     fn effective(&self) -> (u64, bool) {
         match self.pending_blitz() {
-            Some(b) => (b.cwnd.max(MIN_WINDOW_SEGMENTS * self.cubic.mss()), false),
-            None => (self.cubic.cwnd(), self.cubic.in_slow_start()),
+            Some(b) => (b.cwnd.max(MIN_WINDOW_SEGMENTS * self.engine.sender().mss()), false),
+            None => (self.engine.sender().cwnd(), self.engine.sender().in_slow_start()),
         }
     }
 
@@ -304,7 +270,7 @@ impl StartlabController {
         if self.pending_blitz().is_some() {
             return Some(self.cwnd());
         }
-        Some(self.cubic.ssthresh()).filter(|&s| s != u64::MAX)
+        Some(self.engine.sender().ssthresh()).filter(|&s| s != u64::MAX)
     }
 
     pub fn initial_window_bytes(&self) -> u64 {
@@ -316,11 +282,11 @@ impl StartlabController {
     }
 
     pub fn hystart_exit(&self) -> bool {
-        self.cubic.hystart_exit()
+        self.engine.sender().hystart_exit()
     }
 
     pub fn reductions(&self) -> u64 {
-        self.cubic.reductions()
+        self.engine.sender().reductions()
     }
 
     pub fn min_rtt(&self) -> Option<Duration> {
@@ -337,10 +303,11 @@ impl StartlabController {
         self.batch_min_rtt = Some(self.batch_min_rtt.map_or(sample, |m| m.min(sample)));
         self.srtt = srtt;
         self.flight_ended(now, sent, FlightEnd::Ack);
+        let prior_in_flight = *self.batch_prior_in_flight.get_or_insert(self.in_flight);
         self.in_flight = self.in_flight.saturating_sub(bytes);
-        match &mut self.cubic {
+        match &mut self.engine {
             Engine::Rfc9438(c) => c.on_ack(now, sent, bytes, app_limited, self.srtt),
-            Engine::GoogleQuic(g) => g.on_ack(now, sent, bytes),
+            Engine::GoogleQuic(g) => g.on_ack(now, sent, bytes, prior_in_flight),
         }
     }
 }
@@ -350,10 +317,7 @@ impl Controller for StartlabController {
         self.apply_pending();
         self.flight_sent(now, bytes);
         self.in_flight = self.in_flight.saturating_add(bytes);
-        match &mut self.cubic {
-            Engine::Rfc9438(c) => c.on_sent(last_packet_number),
-            Engine::GoogleQuic(g) => g.on_sent(bytes, last_packet_number),
-        }
+        self.engine.sender_mut().on_sent(last_packet_number);
     }
 
     fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, rtt: &RttEstimator) {
@@ -362,35 +326,23 @@ impl Controller for StartlabController {
 
     fn on_end_acks(&mut self, _now: Instant, in_flight: u64, _app_limited: bool, largest_acked: Option<u64>) {
         self.in_flight = in_flight;
-        let sample = self.batch_min_rtt.take();
-        match &mut self.cubic {
-            Engine::Rfc9438(c) => {
-                if let Some(rtt) = sample {
-                    c.on_rtt_sample(rtt);
-                }
-                c.on_end_acks(largest_acked);
-            }
-            Engine::GoogleQuic(g) => {
-                if let Some(rtt) = sample {
-                    g.on_rtt_sample(rtt);
-                }
-                g.on_end_acks(in_flight, largest_acked);
-            }
+        self.batch_prior_in_flight = None;
+        let sender = self.engine.sender_mut();
+        if let Some(rtt) = self.batch_min_rtt.take() {
+            sender.on_rtt_sample(rtt);
         }
+        sender.on_end_acks(largest_acked);
     }
 
     fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64) {
         self.apply_pending();
         self.flight_ended(now, sent, FlightEnd::Loss);
         self.in_flight = self.in_flight.saturating_sub(lost_bytes);
-        match &mut self.cubic {
-            Engine::Rfc9438(c) => c.on_congestion_event(now, sent, persistent),
-            Engine::GoogleQuic(g) => g.on_congestion_event(now, sent, lost_bytes),
-        }
+        self.engine.sender_mut().on_congestion_event(now, sent, persistent);
     }
 
     fn on_mtu_update(&mut self, new_mtu: u16) {
-        self.cubic.set_mss(new_mtu as u64);
+        self.engine.sender_mut().set_mss(new_mtu as u64);
     }
 
     fn window(&self) -> u64 {
@@ -398,7 +350,7 @@ impl Controller for StartlabController {
         pacing::reported_window(
             cwnd,
             self.in_flight,
-            self.cubic.mss(),
+            self.engine.sender().mss(),
             self.config.pacing.gain(slow_start),
         )
     }

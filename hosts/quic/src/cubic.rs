@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::sender::CongestionControl;
+
 /// CUBIC's parameters (RFC 9438 §4: β = 0.7, C = 0.4).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CubicParams {
@@ -136,52 +138,8 @@ impl Cubic {
         }
     }
 
-    pub fn cwnd(&self) -> u64 {
-        self.cwnd
-    }
-
-    /// `u64::MAX` until slow start ends.
-    pub fn ssthresh(&self) -> u64 {
-        self.ssthresh
-    }
-
-    pub fn mss(&self) -> u64 {
-        self.mss
-    }
-
-    pub fn in_slow_start(&self) -> bool {
-        self.cwnd < self.ssthresh
-    }
-
-    /// Whether HyStart ended slow start (rather than a loss or a Blitzstart).
-    pub fn hystart_exit(&self) -> bool {
-        self.hystart_exit
-    }
-
-    /// Congestion events that reduced the window.
-    pub fn reductions(&self) -> u64 {
-        self.reductions
-    }
-
-    pub fn set_mss(&mut self, mss: u64) {
-        self.mss = mss.max(1);
-    }
-
     fn min_window(&self) -> u64 {
         MIN_WINDOW_SEGMENTS * self.mss
-    }
-
-    /// Skip slow start: congestion avoidance from `window` (ssthresh = cwnd), the cubic
-    /// epoch starting at the first acknowledgement with its plateau at this window.
-    pub fn start_in_avoidance(&mut self, window: u64) {
-        self.cwnd = window.clamp(self.min_window(), MAX_WINDOW_BYTES);
-        self.ssthresh = self.cwnd;
-        self.w_max = 0.0;
-        self.epoch_start = None;
-    }
-
-    pub fn on_sent(&mut self, last_packet_number: u64) {
-        self.hystart.on_sent(last_packet_number);
     }
 
     fn in_recovery(&self, sent: Instant) -> bool {
@@ -245,8 +203,48 @@ impl Cubic {
         self.params.c * (t - self.k).powi(3) + self.origin
     }
 
+}
+
+impl CongestionControl for Cubic {
+    fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+
+    fn mss(&self) -> u64 {
+        self.mss
+    }
+
+    fn hystart_exit(&self) -> bool {
+        self.hystart_exit
+    }
+
+    fn reductions(&self) -> u64 {
+        self.reductions
+    }
+
+    fn set_mss(&mut self, mss: u64) {
+        self.mss = mss.max(1);
+    }
+
+    /// Skip slow start: congestion avoidance from `window` (ssthresh = cwnd), the cubic
+    /// epoch starting at the first acknowledgement with its plateau at this window.
+    fn start_in_avoidance(&mut self, window: u64) {
+        self.cwnd = window.clamp(self.min_window(), MAX_WINDOW_BYTES);
+        self.ssthresh = self.cwnd;
+        self.w_max = 0.0;
+        self.epoch_start = None;
+    }
+
+    fn on_sent(&mut self, last_packet_number: u64) {
+        self.hystart.on_sent(last_packet_number);
+    }
+
     /// One RTT sample per batch of acknowledgements, for HyStart.
-    pub fn on_rtt_sample(&mut self, rtt: Duration) {
+    fn on_rtt_sample(&mut self, rtt: Duration) {
         if !self.params.hystart || !self.in_slow_start() || self.recovery_start.is_some() {
             return;
         }
@@ -257,13 +255,13 @@ impl Cubic {
         }
     }
 
-    pub fn on_end_acks(&mut self, largest_acked: Option<u64>) {
+    fn on_end_acks(&mut self, largest_acked: Option<u64>) {
         self.hystart.on_end_acks(largest_acked);
     }
 
     /// Loss or ECN-CE of a packet sent at `sent`. One reduction per recovery period:
     /// losses of packets sent before the last reduction are part of it.
-    pub fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool) {
+    fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool) {
         if !self.in_recovery(sent) {
             self.recovery_start = Some(now);
             self.reductions += 1;

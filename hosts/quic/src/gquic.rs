@@ -23,6 +23,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::sender::CongestionControl;
+
 /// quiche emulates this many TCP connections (kDefaultNumConnections).
 const CONNECTIONS: f64 = 2.0;
 /// Reno's and CUBIC's decrease for one connection, and CUBIC's fast-convergence factor.
@@ -106,12 +108,7 @@ pub struct GquicCubic {
     cutback: Option<Instant>,
     reductions: u64,
     last_sent: Option<u64>,
-    largest_acked: Option<u64>,
     min_rtt: Option<Duration>,
-    /// Bytes in flight: quinn's figure after each batch, plus what was sent since.
-    in_flight: u64,
-    /// In flight before the first acknowledgement of the current batch.
-    batch_prior: Option<u64>,
     // CUBIC's epoch: when it began, its origin window and K (seconds), the TCP-friendly
     // estimate, and the window before the last reduction.
     epoch: Option<Instant>,
@@ -132,56 +129,13 @@ impl GquicCubic {
             cutback: None,
             reductions: 0,
             last_sent: None,
-            largest_acked: None,
             min_rtt: None,
-            in_flight: 0,
-            batch_prior: None,
             epoch: None,
             origin: 0.0,
             k: 0.0,
             reno: 0.0,
             last_max: 0.0,
         }
-    }
-
-    pub fn cwnd(&self) -> u64 {
-        self.cwnd
-    }
-
-    pub fn ssthresh(&self) -> u64 {
-        self.ssthresh
-    }
-
-    pub fn mss(&self) -> u64 {
-        self.mss
-    }
-
-    pub fn in_slow_start(&self) -> bool {
-        self.cwnd < self.ssthresh
-    }
-
-    pub fn hystart_exit(&self) -> bool {
-        self.hystart_exit
-    }
-
-    pub fn reductions(&self) -> u64 {
-        self.reductions
-    }
-
-    pub fn set_mss(&mut self, mss: u64) {
-        self.mss = mss.max(1);
-    }
-
-    /// Blitzstart: congestion avoidance from `window` (ssthresh = cwnd), a fresh epoch.
-    pub fn start_in_avoidance(&mut self, window: u64) {
-        self.cwnd = window.clamp(MIN_WINDOW_DATAGRAMS * self.mss, MAX_WINDOW_DATAGRAMS * self.mss);
-        self.ssthresh = self.cwnd;
-        self.epoch = None;
-    }
-
-    pub fn on_sent(&mut self, bytes: u64, last_packet_number: u64) {
-        self.last_sent = Some(last_packet_number);
-        self.in_flight = self.in_flight.saturating_add(bytes);
     }
 
     fn in_recovery(&self, sent: Instant) -> bool {
@@ -194,14 +148,13 @@ impl GquicCubic {
             || self.cwnd.saturating_sub(prior_in_flight) <= BURST_DATAGRAMS * self.mss
     }
 
-    /// One acknowledged packet of `bytes`, sent at `sent`.
-    pub fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64) {
-        let prior = *self.batch_prior.get_or_insert(self.in_flight);
-        self.in_flight = self.in_flight.saturating_sub(bytes);
+    /// One acknowledged packet of `bytes`, sent at `sent`; `prior_in_flight` is what was in
+    /// flight before the first acknowledgement of its batch (quiche's prior_in_flight).
+    pub fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, prior_in_flight: u64) {
         if self.in_recovery(sent) {
             return;
         }
-        if !self.window_limited(prior) {
+        if !self.window_limited(prior_in_flight) {
             self.epoch = None; // application-limited: CUBIC's clock starts again
             return;
         }
@@ -244,8 +197,46 @@ impl GquicCubic {
         self.origin + C * (t - self.k).powi(3) * self.mss as f64
     }
 
+}
+
+impl CongestionControl for GquicCubic {
+    fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+
+    fn mss(&self) -> u64 {
+        self.mss
+    }
+
+    fn hystart_exit(&self) -> bool {
+        self.hystart_exit
+    }
+
+    fn reductions(&self) -> u64 {
+        self.reductions
+    }
+
+    fn set_mss(&mut self, mss: u64) {
+        self.mss = mss.max(1);
+    }
+
+    /// Blitzstart: congestion avoidance from `window` (ssthresh = cwnd), a fresh epoch.
+    fn start_in_avoidance(&mut self, window: u64) {
+        self.cwnd = window.clamp(MIN_WINDOW_DATAGRAMS * self.mss, MAX_WINDOW_DATAGRAMS * self.mss);
+        self.ssthresh = self.cwnd;
+        self.epoch = None;
+    }
+
+    fn on_sent(&mut self, last_packet_number: u64) {
+        self.last_sent = Some(last_packet_number);
+    }
+
     /// The batch's least RTT sample: HybridSlowStart's input.
-    pub fn on_rtt_sample(&mut self, rtt: Duration) {
+    fn on_rtt_sample(&mut self, rtt: Duration) {
         let min_rtt = *self.min_rtt.insert(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
         if !self.in_slow_start() {
             return;
@@ -257,21 +248,15 @@ impl GquicCubic {
         }
     }
 
-    /// The end of an acknowledgement batch: quinn's bytes in flight, the largest acked.
-    pub fn on_end_acks(&mut self, in_flight: u64, largest_acked: Option<u64>) {
-        self.in_flight = in_flight;
-        self.batch_prior = None;
-        if let Some(n) = largest_acked {
-            self.largest_acked = Some(self.largest_acked.map_or(n, |m| m.max(n)));
-            if self.in_slow_start() {
-                self.hystart.on_acked(n);
-            }
+    /// The end of an acknowledgement batch, with its largest acknowledged packet.
+    fn on_end_acks(&mut self, largest_acked: Option<u64>) {
+        if let Some(n) = largest_acked.filter(|_| self.in_slow_start()) {
+            self.hystart.on_acked(n);
         }
     }
 
     /// A loss of a packet sent at `sent`: one reduction per episode.
-    pub fn on_congestion_event(&mut self, now: Instant, sent: Instant, lost_bytes: u64) {
-        self.in_flight = self.in_flight.saturating_sub(lost_bytes);
+    fn on_congestion_event(&mut self, now: Instant, sent: Instant, _persistent: bool) {
         if self.in_recovery(sent) {
             return;
         }
@@ -298,7 +283,7 @@ mod tests {
     /// Send `n` datagrams numbered from `first`.
     fn send(s: &mut GquicCubic, first: u64, n: u64) {
         for i in 0..n {
-            s.on_sent(MSS, first + i);
+            s.on_sent(first + i);
         }
     }
 
@@ -315,15 +300,15 @@ mod tests {
         let mut s = sender(32);
         send(&mut s, 0, 32);
         for _ in 0..4 {
-            s.on_ack(t0 + Duration::from_millis(50), t0, MSS);
+            s.on_ack(t0 + Duration::from_millis(50), t0, MSS, 32 * MSS);
         }
         assert_eq!(s.cwnd(), 36 * MSS);
-        s.on_end_acks(28 * MSS, Some(3));
+        s.on_end_acks(Some(3));
         // Half of cwnd or less in flight in slow start, and more than 3 datagrams of room:
         // not window-limited, no growth.
         let mut idle = sender(32);
         send(&mut idle, 0, 10);
-        idle.on_ack(t0 + Duration::from_millis(50), t0, MSS);
+        idle.on_ack(t0 + Duration::from_millis(50), t0, MSS, 10 * MSS);
         assert_eq!(idle.cwnd(), 32 * MSS);
     }
 
@@ -333,13 +318,13 @@ mod tests {
         let mut s = sender(100);
         send(&mut s, 0, 100);
         let loss = t0 + Duration::from_millis(60);
-        s.on_congestion_event(loss, t0, MSS);
+        s.on_congestion_event(loss, t0, false);
         assert_eq!(s.cwnd(), (100.0 * MSS as f64 * 0.85) as u64);
         assert_eq!(s.ssthresh(), s.cwnd());
-        s.on_congestion_event(loss + Duration::from_millis(1), t0 + Duration::from_millis(10), MSS);
+        s.on_congestion_event(loss + Duration::from_millis(1), t0 + Duration::from_millis(10), false);
         assert_eq!(s.reductions(), 1, "a packet sent before the reduction is the same episode");
         let before = s.cwnd();
-        s.on_ack(loss + Duration::from_millis(5), t0 + Duration::from_millis(20), MSS);
+        s.on_ack(loss + Duration::from_millis(5), t0 + Duration::from_millis(20), MSS, 99 * MSS);
         assert_eq!(s.cwnd(), before, "no growth in recovery");
     }
 
@@ -347,9 +332,9 @@ mod tests {
     fn fast_convergence_remembers_0925_of_a_window_below_the_last_maximum() {
         let t0 = Instant::now();
         let mut s = sender(100);
-        s.on_congestion_event(t0 + Duration::from_millis(1), t0, 0);
+        s.on_congestion_event(t0 + Duration::from_millis(1), t0, false);
         let second = s.cwnd();
-        s.on_congestion_event(t0 + Duration::from_millis(3), t0 + Duration::from_millis(2), 0);
+        s.on_congestion_event(t0 + Duration::from_millis(3), t0 + Duration::from_millis(2), false);
         assert!((s.last_max - second as f64 * 0.925).abs() < 1.0);
     }
 
@@ -359,7 +344,7 @@ mod tests {
         let mut s = sender(100);
         s.on_rtt_sample(Duration::from_millis(50));
         send(&mut s, 0, 100);
-        s.on_congestion_event(t0, t0, 0);
+        s.on_congestion_event(t0, t0, false);
         let cut = s.cwnd();
         let mut now = t0 + Duration::from_millis(1);
         let mut pn = 100;
@@ -367,9 +352,8 @@ mod tests {
         for _ in 0..2000 {
             send(&mut s, pn, 1);
             pn += 1;
-            s.in_flight = s.cwnd(); // window-limited throughout
-            s.on_ack(now, now - Duration::from_millis(50), MSS);
-            s.on_end_acks(s.cwnd(), Some(pn - 1));
+            s.on_ack(now, now - Duration::from_millis(50), MSS, s.cwnd()); // window-limited throughout
+            s.on_end_acks(Some(pn - 1));
             assert!(s.cwnd() <= last + MSS / 2, "a step above half the acknowledged bytes");
             last = s.cwnd();
             now += Duration::from_millis(1);
@@ -388,10 +372,10 @@ mod tests {
         let mut s = sender(100);
         s.start_in_avoidance(100 * MSS);
         send(&mut s, 0, 100);
-        s.on_ack(t0, t0, MSS);
+        s.on_ack(t0, t0, MSS, 100 * MSS);
         assert!(s.epoch.is_some());
-        s.on_end_acks(10 * MSS, Some(0));
-        s.on_ack(t0 + Duration::from_millis(1), t0, MSS);
+        s.on_end_acks(Some(0));
+        s.on_ack(t0 + Duration::from_millis(1), t0, MSS, 10 * MSS);
         assert!(s.epoch.is_none());
     }
 
@@ -400,7 +384,7 @@ mod tests {
         let mut s = sender(32);
         s.on_rtt_sample(Duration::from_millis(50)); // the minimum
         send(&mut s, 0, 64);
-        s.on_end_acks(0, Some(0)); // ends the first round
+        s.on_end_acks(Some(0)); // ends the first round
         for _ in 0..7 {
             s.on_rtt_sample(Duration::from_millis(57));
         }
@@ -414,7 +398,7 @@ mod tests {
         let mut small = sender(10);
         small.on_rtt_sample(Duration::from_millis(20));
         send(&mut small, 0, 10);
-        small.on_end_acks(0, Some(0));
+        small.on_end_acks(Some(0));
         for _ in 0..8 {
             small.on_rtt_sample(Duration::from_millis(30)); // 20 + 4 ms (the clamp) < 30
         }
@@ -426,7 +410,7 @@ mod tests {
         let mut calm = sender(32);
         calm.on_rtt_sample(Duration::from_millis(100));
         send(&mut calm, 0, 32);
-        calm.on_end_acks(0, Some(0));
+        calm.on_end_acks(Some(0));
         for _ in 0..8 {
             calm.on_rtt_sample(Duration::from_millis(112)); // threshold 12.5 ms
         }

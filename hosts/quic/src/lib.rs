@@ -15,6 +15,7 @@ pub mod keylog;
 pub mod pacing;
 pub mod report;
 pub mod request;
+pub mod sender;
 pub mod runtime;
 pub mod sizes;
 pub mod socket;

@@ -57,14 +57,6 @@ impl Cc {
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, ValueEnum)]
-enum SenderKind {
-    /// startlab's CUBIC: RFC 9438 with RFC 9406's HyStart (--cubic-beta, --hystart).
-    Rfc9438,
-    /// Google QUIC's CUBIC sender: two emulated connections, HybridSlowStart.
-    Gquic,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, ValueEnum)]
 enum PacingMode {
     /// A window over --ss-pacing-rtt of an RTT in slow start, --ca-pacing-rtt otherwise.
     Paper,
@@ -101,7 +93,7 @@ struct Args {
     cc: Cc,
     /// Whose CUBIC the startlab controllers run.
     #[arg(long, value_enum, default_value = "rfc9438")]
-    sender: SenderKind,
+    sender: Sender,
     /// Initial window in datagrams (cubic, quinn-cubic; cubic-iw32 and blitz use 32).
     #[arg(long)]
     iw: Option<u64>,
@@ -213,10 +205,10 @@ fn validate(args: &Args) -> Result<Controllers, String> {
             ));
         }
     }
-    if args.sender == SenderKind::Gquic && (args.cubic_beta != 0.7 || args.hystart == OnOff::Off) {
+    if args.sender == Sender::GoogleQuic && (args.cubic_beta != 0.7 || args.hystart == OnOff::Off) {
         return Err("--cubic-beta and --hystart set the rfc9438 sender; the gquic sender's are quiche's".into());
     }
-    if args.sender == SenderKind::Gquic && args.cc == Cc::QuinnCubic {
+    if args.sender == Sender::GoogleQuic && args.cc == Cc::QuinnCubic {
         return Err("--sender gquic needs a startlab controller, not --cc quinn-cubic".into());
     }
     if !(args.cubic_beta > 0.0 && args.cubic_beta < 1.0) {
@@ -232,10 +224,7 @@ fn validate(args: &Args) -> Result<Controllers, String> {
         Cc::QuinnCubic => Controllers::Quinn { initial_window: iw },
         cc => Controllers::Startlab(ControllerConfig {
             initial_window: iw,
-            sender: match args.sender {
-                SenderKind::Rfc9438 => Sender::Rfc9438,
-                SenderKind::Gquic => Sender::GoogleQuic,
-            },
+            sender: args.sender,
             cubic: CubicParams {
                 beta: args.cubic_beta,
                 hystart: args.hystart == OnOff::On,
@@ -539,10 +528,10 @@ fn connection_line(
         "event": "connection",
         "remote": remote.to_string(),
         "cc": args.cc.name(),
-        "sender": if args.cc == Cc::QuinnCubic { "quinn" } else { match args.sender {
-            SenderKind::Rfc9438 => "rfc9438",
-            SenderKind::Gquic => "gquic",
-        } },
+        "sender": match &shared.controllers {
+            Controllers::Quinn { .. } => "quinn",
+            Controllers::Startlab(c) => c.sender.name(),
+        },
         "pacing": match (&shared.controllers, args.pacing) {
             (Controllers::Quinn { .. }, _) | (_, PacingMode::Quinn) => "quinn",
             _ => "paper",
