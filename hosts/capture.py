@@ -14,6 +14,14 @@ SNAPLEN = 128          # Ethernet + IPv4 + TCP with options fits; payload is not
 class Capture:
     """One tcpdump on one interface of one node, writing `path`."""
 
+    # Packets that reached the socket before libpcap attached the kernel filter: the kernel
+    # counts them as received by the filter, and libpcap then filters them in user space, so
+    # a packet of another protocol in that window (an ICMP or ARP frame, say) stays counted
+    # and never captured. Measured: two ICMP packets of a ping running while tcpdump started
+    # left "0 captured, 2 received by filter" for good. Counted once tcpdump listens, before
+    # any traffic of the run, and subtracted from what is still to write.
+    before_filter: int = 0
+
     def __init__(self, node, intf: str, path: Path, instance, bpf_filter: str = "tcp"):
         self.path = Path(path)
         self.log = self.path.with_suffix(".log")
@@ -22,10 +30,17 @@ class Capture:
                                 instance, f"tcpdump {intf}", log_path=self.log)
 
     def wait_ready(self, timeout_s: float = 10.0) -> None:
+        """Wait until tcpdump listens, then take its counters once (see `before_filter`)."""
         if not wait_until(lambda: "listening on" in self.proc.output() or not self.proc.running(), timeout_s):
             raise RuntimeError(f"tcpdump on {self.path.name} did not start: {self.proc.output()[-300:]}")
         if not self.proc.running():
             raise RuntimeError(f"tcpdump for {self.path.name} exited: {self.proc.output()[-300:]}")
+        self.proc.signal(signal.SIGUSR1)
+        if not wait_until(lambda: self.counters()["received_by_filter"] is not None, timeout_s):
+            raise RuntimeError(f"tcpdump on {self.path.name} did not report its counters: "
+                               f"{self.proc.output()[-300:]}")
+        c = self.counters()
+        self.before_filter = max(0, c["received_by_filter"] - (c["captured"] or 0))
 
     def counters(self) -> dict[str, int | None]:
         """tcpdump's latest counters (printed at its exit, and on SIGUSR1 while it runs)."""
@@ -39,7 +54,8 @@ class Capture:
     def caught_up(self) -> bool:
         """Has tcpdump written every packet its filter took, as of its last report?"""
         c = self.counters()
-        return c["captured"] is not None and c["captured"] == c["received_by_filter"]
+        return (c["captured"] is not None and c["received_by_filter"] is not None
+                and c["received_by_filter"] - c["captured"] <= self.before_filter)
 
     def stop(self) -> dict:
         """Stop and return tcpdump's own counters. A capture is not exact when the kernel
@@ -49,9 +65,11 @@ class Capture:
         self.proc.stop(grace_s=5.0)
         c = self.counters()
         captured, received = c["captured"], c["received_by_filter"]
-        unwritten = received - captured if captured is not None and received is not None else None
+        unwritten = (received - captured - self.before_filter
+                     if captured is not None and received is not None else None)
         return {"file": self.path.name, "captured": captured, "dropped_by_kernel": c["dropped_by_kernel"],
-                "received_by_filter": received, "unwritten": max(0, unwritten) if unwritten is not None else None}
+                "received_by_filter": received, "before_filter": self.before_filter,
+                "unwritten": max(0, unwritten) if unwritten is not None else None}
 
 
 def drain(captures: list[Capture], max_s: float = 60.0) -> float:
