@@ -115,10 +115,12 @@ def test_gquic_variants_are_the_quic_ones_on_google_quics_sender() -> None:
         assert declared.cc == (f"gquic-{theirs.cc[0]}",) and declared.iw == theirs.iw
         args = v.endpoint_args("server", ctx())
         assert args[args.index("--sender") + 1] == "gquic" and "--hystart" not in args
+        assert "--datagram-pacing" in args
     assert sorted(n for n in VARIANTS if n.startswith("gquic-")) == \
         sorted(f"g{n}" for n in VARIANTS if n.startswith("quic-"))
     args = VARIANTS["quic-cubic-iw32"].endpoint_args("server", ctx())
     assert args[args.index("--sender") + 1] == "rfc9438" and "--hystart" in args
+    assert "--datagram-pacing" not in args
 
 
 def test_quic_scenario_mirrors_the_tcp_table1() -> None:

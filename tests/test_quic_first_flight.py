@@ -91,3 +91,56 @@ def test_blitz_first_flight_is_hint_times_rtt(path, sender):
     releases = flight["release_ms"]
     gaps = [b - a for a, b in zip(releases, releases[1:])]
     claim("no release gap over 3 × the mean", max(gaps) < 3 * (releases[-1] / len(gaps)), str(gaps))
+
+
+def test_datagram_pacing_sends_ten_then_pairs_at_twice_the_window_rate(path):
+    """Google QUIC's pacing beneath quinn (hosts/quic/src/gquic_pacing.rs, paced_socket.rs):
+    10 datagrams unpaced, then pairs, each pair 2 datagrams' time at 2 × cwnd ÷ SRTT."""
+    result, line, flight = run_one(path, "cubic-iw32-datagram-paced",
+                                   ["--cc", "cubic-iw32", "--sender", "gquic", "--datagram-pacing"], [])
+    assert result["ok"] and result["bytes"] == 2_000_000
+    assert line["cwnd_start_bytes"] == 32 * DATAGRAM
+    pacer = line["datagram_pacer"]
+    assert pacer and pacer["datagrams"] > 2_000_000 / DATAGRAM, pacer
+    rtt = line["handshake_rtt_ms"]
+    # One pair's time: 2 datagrams at 2 × 32 datagrams per SRTT (the handshake's RTT here).
+    pair_ms = 2 * rtt / 64
+    times = flight["times_ms"]
+    groups: list[list[float]] = []
+    for t in times:
+        if groups and t - groups[-1][-1] < 0.1:
+            groups[-1].append(t)
+        else:
+            groups.append([t])
+    claim = path.timing.add
+    claim("31-32 datagrams in the first RTT", 31 <= flight["datagrams"] <= 32, str(flight["datagrams"]))
+    claim("an unpaced first burst of 9-11", 9 <= len(groups[0]) <= 11, str([len(g) for g in groups]))
+    claim("then at most 2 datagrams together", all(len(g) <= 2 for g in groups[1:]),
+          str([len(g) for g in groups]))
+    starts = [g[0] for g in groups[1:]]
+    spacing = sorted(b - a for a, b in zip(starts, starts[1:]))
+    median = spacing[len(spacing) // 2] if spacing else 0.0
+    claim(f"pairs {pair_ms:.2f} ms apart (median within 25 %)", abs(median - pair_ms) <= 0.25 * pair_ms,
+          f"median {median:.3f} ms of {spacing}")
+    claim("releases on time: p99 within 1 ms", pacer["late_us"]["p99"] < 1000, json.dumps(pacer))
+
+
+def test_datagram_paced_blitz_flight_is_hint_times_rtt_over_three_quarters(path):
+    """Blitzstart's window with Google QUIC's pacing beneath quinn: 10 unpaced, the rest at
+    4/3 × cwnd ÷ RTT (the paper's ¾ RTT), in clumps of 1 ms (quiche's alarm granularity)."""
+    hint_kbps = int(RATE_BPS / 1e3)
+    result, line, flight = run_one(path, "blitz-datagram-paced",
+                                   ["--cc", "blitz", "--sender", "gquic", "--datagram-pacing"],
+                                   ["--hint-kbps", str(hint_kbps), "--tech", "dsl"])
+    assert result["ok"] and line["hint_applied"]
+    rtt = line["blitz_rtt_ms"]
+    bdp = hint_kbps * 1e3 / 8 * rtt / 1e3
+    claim = path.timing.add
+    claim("hint × RTT in the first RTT, ±2 datagrams", abs(flight["bytes"] - bdp) <= 2 * DATAGRAM,
+          f"{flight['bytes']} bytes for {bdp:.0f}")
+    # The window less the 10 unpaced datagrams, at 4/3 × cwnd per RTT.
+    expected = 0.75 * rtt * (1 - 10 * DATAGRAM / bdp)
+    claim(f"paced over {expected:.1f} ms ± 10 %", abs(flight["span_ms"] - expected) <= 0.1 * expected,
+          f"{flight['span_ms']:.1f} ms")
+    gaps = [b - a for a, b in zip(flight["release_ms"], flight["release_ms"][1:])]
+    claim("no release gap over 1.5 ms (1 ms granularity and a pair)", max(gaps) <= 1.5, str(gaps))

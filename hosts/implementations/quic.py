@@ -45,6 +45,9 @@ class Quic(Implementation):
         "ss_pacing_rtt": Param(0.5, "server: share of an RTT a slow-start window is paced over", low=0.05, high=0.8),
         "ca_pacing_rtt": Param(0.75, "server: share of an RTT a congestion-avoidance (and Blitzstart) window is "
                                      "paced over", low=0.05, high=0.8),
+        "datagram_pacing": Param(False, "server: release each datagram at the time Google QUIC's pacer gives it "
+                                        "(10 unpaced after quiescence, then pairs at the 'pacing' rates) from a "
+                                        "socket beneath quinn, instead of in quinn's bursts of 10"),
         "hystart": Param(True, "server: HyStart's delay-increase exit from slow start (rfc9438 sender; "
                                "the gquic sender's HybridSlowStart is always on)"),
         "factor": Param(0.0, "client: hint as a factor of the profile's true bottleneck rate (0 = no hint)",
@@ -77,6 +80,10 @@ class Quic(Implementation):
             args += ["--cc", params["cc"], "--sender", params["sender"], "--pacing", params["pacing"],
                      "--ss-pacing-rtt", f"{params['ss_pacing_rtt']:g}",
                      "--ca-pacing-rtt", f"{params['ca_pacing_rtt']:g}"]
+            if params["datagram_pacing"]:
+                if params["pacing"] != "paper":
+                    raise ValueError("datagram_pacing paces at the 'paper' rates; it needs pacing: paper")
+                args.append("--datagram-pacing")
             if params["sender"] == "gquic":
                 if not params["hystart"]:
                     raise ValueError("hystart: false applies to the rfc9438 sender; gquic's HybridSlowStart is quiche's")

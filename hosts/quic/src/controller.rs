@@ -22,6 +22,8 @@ use quinn_proto::RttEstimator;
 
 use crate::cubic::{Cubic, CubicParams, MAX_WINDOW_BYTES, MIN_WINDOW_SEGMENTS};
 use crate::gquic::GquicCubic;
+use crate::gquic_pacing::{Pacer, PacerParams, Sent};
+use crate::paced_socket::PaceCell;
 use crate::pacing::{self, Pacing};
 use crate::request::Hint;
 use crate::sender::CongestionControl;
@@ -119,9 +121,15 @@ pub struct ControllerConfig {
     pub sender: Sender,
     pub cubic: CubicParams,
     pub pacing: Pacing,
+    /// Time every datagram as Google QUIC's pacer would, for the socket beneath quinn to
+    /// release it then (paced_socket.rs), at the rates of `pacing`.
+    pub datagram_pacing: Option<PacerParams>,
     /// Start from the hint when the client sends one.
     pub blitz: bool,
 }
+
+/// quiche's `kInitialRttMs`: the RTT its pacing rate uses before the first sample.
+const INITIAL_RTT: Duration = Duration::from_millis(100);
 
 /// Blitzstart's first window: hint (kbit/s) × RTT, rounded up to whole datagrams, at
 /// least the minimum window.
@@ -182,6 +190,8 @@ pub struct StartlabController {
     srtt: Duration,
     blitzed: Option<Blitzed>,
     flight: Option<StartFlight>,
+    /// The datagram pacer and where its times go (both or neither).
+    pacer: Option<(Pacer, Arc<PaceCell>)>,
 }
 
 impl StartlabController {
@@ -202,7 +212,41 @@ impl StartlabController {
             srtt: Duration::ZERO,
             blitzed: None,
             flight: None,
+            pacer: None,
         }
+    }
+
+    /// Time this connection's datagrams into `cell`, if the configuration paces datagrams.
+    pub fn with_pace(mut self, cell: Arc<PaceCell>) -> Self {
+        self.pacer = self.config.datagram_pacing.map(|p| (Pacer::new(p), cell));
+        self
+    }
+
+    /// Give the datagram just handed to quinn its release time (`in_flight_before`: the
+    /// bytes in flight without it).
+    fn pace(&mut self, now: Instant, bytes: u64, in_flight_before: u64) {
+        let (cwnd, slow_start) = self.effective();
+        let gain = self.config.pacing.gain(slow_start);
+        let srtt = Some(self.srtt).filter(|d| !d.is_zero());
+        let Some((pacer, cell)) = self.pacer.as_mut() else {
+            return;
+        };
+        let at = pacer.earliest(now, in_flight_before).max(now);
+        let per_second = |rtt: Duration| cwnd as f64 / rtt.as_secs_f64();
+        pacer.on_sent(
+            at,
+            &Sent {
+                bytes,
+                in_flight_before,
+                cwnd,
+                rate: gain * per_second(srtt.unwrap_or(INITIAL_RTT)),
+                bandwidth: srtt.map(per_second),
+                // Recovery only stops a burst after quiescence; with nothing in flight,
+                // startlab's senders have left it (their recovery ends with an ack).
+                in_recovery: false,
+            },
+        );
+        cell.sent(at);
     }
 
     pub fn start_flight(&self) -> Option<StartFlight> {
@@ -316,8 +360,10 @@ impl Controller for StartlabController {
     fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
         self.apply_pending();
         self.flight_sent(now, bytes);
+        let before = self.in_flight;
         self.in_flight = self.in_flight.saturating_add(bytes);
         self.engine.sender_mut().on_sent(last_packet_number);
+        self.pace(now, bytes, before);
     }
 
     fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, rtt: &RttEstimator) {
@@ -339,6 +385,9 @@ impl Controller for StartlabController {
         self.flight_ended(now, sent, FlightEnd::Loss);
         self.in_flight = self.in_flight.saturating_sub(lost_bytes);
         self.engine.sender_mut().on_congestion_event(now, sent, persistent);
+        if let Some((pacer, _)) = self.pacer.as_mut() {
+            pacer.on_loss();
+        }
     }
 
     fn on_mtu_update(&mut self, new_mtu: u16) {
@@ -347,12 +396,12 @@ impl Controller for StartlabController {
 
     fn window(&self) -> u64 {
         let (cwnd, slow_start) = self.effective();
-        pacing::reported_window(
-            cwnd,
-            self.in_flight,
-            self.engine.sender().mss(),
-            self.config.pacing.gain(slow_start),
-        )
+        let gain = self.config.pacing.gain(slow_start);
+        let (gain, batch) = match self.pacer {
+            Some(_) => (gain * pacing::DATAGRAM_PACER_HEADROOM, pacing::DATAGRAM_PACER_BATCH),
+            None => (gain, pacing::QUINN_MAX_BATCH_DATAGRAMS),
+        };
+        pacing::reported_window(cwnd, self.in_flight, self.engine.sender().mss(), gain, batch)
     }
 
     fn metrics(&self) -> ControllerMetrics {
@@ -380,15 +429,17 @@ impl Controller for StartlabController {
 pub struct StartlabFactory {
     pub config: ControllerConfig,
     pub slot: Option<Arc<HintSlot>>,
+    /// Where the controller's datagram times go (see `ControllerConfig::datagram_pacing`).
+    pub pace: Option<Arc<PaceCell>>,
 }
 
 impl ControllerFactory for StartlabFactory {
     fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        Box::new(StartlabController::new(
-            self.config.clone(),
-            current_mtu as u64,
-            self.slot.clone(),
-        ))
+        let c = StartlabController::new(self.config.clone(), current_mtu as u64, self.slot.clone());
+        Box::new(match &self.pace {
+            Some(cell) => c.with_pace(cell.clone()),
+            None => c,
+        })
     }
 }
 
@@ -407,8 +458,32 @@ mod tests {
                 ..CubicParams::default()
             },
             pacing: Pacing::PAPER,
+            datagram_pacing: None,
             blitz,
         }
+    }
+
+    #[test]
+    fn datagram_times_follow_google_quic_pacing() {
+        let cell = Arc::new(PaceCell::default());
+        let cfg = ControllerConfig { datagram_pacing: Some(PacerParams::GOOGLE_QUIC), ..config(false) };
+        let mut c = StartlabController::new(cfg, MSS, None).with_pace(cell.clone());
+        let t0 = Instant::now();
+        let rtt = Duration::from_millis(100);
+        handshake(&mut c, t0, rtt);
+        let t1 = t0 + rtt;
+        let mut times = Vec::new();
+        for pn in 2..20 {
+            c.on_sent(t1, MSS, pn);
+            times.push(cell.read_for_test().1.unwrap());
+        }
+        // The handshake is acknowledged, nothing is in flight: the response leaves
+        // quiescence with a new burst of 10.
+        assert!(times[..10].iter().all(|&t| t == t1), "{times:?}");
+        // Then pairs at 2 × 32 datagrams per 100 ms: 3.125 ms per pair.
+        assert_eq!(times[10], times[11]);
+        let pair = times[12] - times[10];
+        assert!((pair.as_secs_f64() - 0.003125).abs() < 1e-4, "{pair:?}");
     }
 
     fn handshake(c: &mut StartlabController, t0: Instant, rtt: Duration) {
@@ -522,6 +597,14 @@ mod tests {
         assert_eq!(c.window(), 32 * MSS + 1);
         c.on_end_acks(t0, 10 * MSS, false, None);
         assert!(c.window() > 32 * MSS + 1);
+        // With datagram pacing quinn sends one datagram per transmit: inflated up to the
+        // last datagram, and twice as fast, so that quinn's pacer never holds one back.
+        let cfg = ControllerConfig { datagram_pacing: Some(PacerParams::GOOGLE_QUIC), ..config(false) };
+        let mut d = StartlabController::new(cfg, MSS, None).with_pace(Arc::new(PaceCell::default()));
+        d.on_sent(t0, 32 * MSS, 32);
+        assert_eq!(d.window(), 32 * MSS + 1);
+        d.on_end_acks(t0, 30 * MSS, false, None);
+        assert_eq!(d.window(), (32.0 * MSS as f64 * 2.0 * 2.0 / 1.25) as u64);
     }
 
     #[test]

@@ -11,7 +11,9 @@
 pub mod controller;
 pub mod cubic;
 pub mod gquic;
+pub mod gquic_pacing;
 pub mod keylog;
+pub mod paced_socket;
 pub mod pacing;
 pub mod report;
 pub mod request;

@@ -72,6 +72,12 @@ impl Pacing {
     }
 }
 
+/// With datagram pacing beneath quinn (paced_socket.rs), quinn's pacer is steered to this
+/// multiple of the datagram pacer's rate, so that it never holds a datagram back; and quinn
+/// builds one datagram per transmit, so the controller hears of every one.
+pub const DATAGRAM_PACER_HEADROOM: f64 = 2.0;
+pub const DATAGRAM_PACER_BATCH: u64 = 1;
+
 /// The largest spread a controller can ask of quinn's pacer.
 pub fn max_spread() -> f64 {
     1.0 / QUINN_RATE_GAIN
@@ -87,14 +93,15 @@ pub fn exact_window(cwnd: u64) -> u64 {
 /// the bytes in flight can never exceed `cwnd`.
 ///
 /// `in_flight` must not be below the true bytes in flight at the start of quinn's
-/// transmit batch (the controller's estimate only errs upwards; see the controller).
-pub fn reported_window(cwnd: u64, in_flight: u64, mss: u64, gain: f64) -> u64 {
+/// transmit batch (the controller's estimate only errs upwards; see the controller), and
+/// `batch` is the most datagrams quinn sends before the controller hears of them.
+pub fn reported_window(cwnd: u64, in_flight: u64, mss: u64, gain: f64, batch: u64) -> u64 {
     let exact = exact_window(cwnd);
     let scale = gain / QUINN_RATE_GAIN;
     if scale <= 1.0 {
         return exact;
     }
-    let margin = QUINN_MAX_BATCH_DATAGRAMS * mss;
+    let margin = batch * mss;
     if in_flight.saturating_add(margin) > cwnd {
         return exact;
     }
@@ -123,7 +130,7 @@ mod tests {
     #[test]
     fn slow_start_window_is_scaled_for_half_an_rtt() {
         let cwnd = 32 * MSS;
-        let w = reported_window(cwnd, 0, MSS, Pacing::PAPER.gain(true));
+        let w = reported_window(cwnd, 0, MSS, Pacing::PAPER.gain(true), QUINN_MAX_BATCH_DATAGRAMS);
         // quinn's rate 1.25 × w ÷ RTT = 2 × cwnd ÷ RTT.
         assert!((QUINN_RATE_GAIN * w as f64 / cwnd as f64 - 2.0).abs() < 1e-4);
     }
@@ -131,7 +138,7 @@ mod tests {
     #[test]
     fn avoidance_window_is_scaled_for_three_quarters() {
         let cwnd = 215 * MSS;
-        let w = reported_window(cwnd, 50 * MSS, MSS, Pacing::PAPER.gain(false));
+        let w = reported_window(cwnd, 50 * MSS, MSS, Pacing::PAPER.gain(false), QUINN_MAX_BATCH_DATAGRAMS);
         assert!((QUINN_RATE_GAIN * w as f64 / cwnd as f64 - 4.0 / 3.0).abs() < 1e-4);
     }
 
@@ -139,15 +146,15 @@ mod tests {
     fn near_the_limit_the_window_is_exact() {
         let cwnd = 32 * MSS;
         let gain = Pacing::PAPER.gain(true);
-        assert_eq!(reported_window(cwnd, 23 * MSS, MSS, gain), cwnd + 1);
-        assert_eq!(reported_window(cwnd, 22 * MSS, MSS, gain), (cwnd as f64 * 1.6) as u64);
-        assert_eq!(reported_window(cwnd, 40 * MSS, MSS, gain), cwnd + 1);
+        assert_eq!(reported_window(cwnd, 23 * MSS, MSS, gain, QUINN_MAX_BATCH_DATAGRAMS), cwnd + 1);
+        assert_eq!(reported_window(cwnd, 22 * MSS, MSS, gain, QUINN_MAX_BATCH_DATAGRAMS), (cwnd as f64 * 1.6) as u64);
+        assert_eq!(reported_window(cwnd, 40 * MSS, MSS, gain, QUINN_MAX_BATCH_DATAGRAMS), cwnd + 1);
     }
 
     #[test]
     fn quinn_pacing_reports_the_exact_window() {
         assert_eq!(
-            reported_window(32 * MSS, 0, MSS, Pacing::Quinn.gain(true)),
+            reported_window(32 * MSS, 0, MSS, Pacing::Quinn.gain(true), QUINN_MAX_BATCH_DATAGRAMS),
             32 * MSS + 1
         );
     }
@@ -167,7 +174,7 @@ mod tests {
         for cwnd_segments in [2u64, 10, 13, 32, 100, 1000] {
             let cwnd = cwnd_segments * MSS;
             for start in 0..=cwnd_segments {
-                let window = reported_window(cwnd, start * MSS, MSS, gain);
+                let window = reported_window(cwnd, start * MSS, MSS, gain, QUINN_MAX_BATCH_DATAGRAMS);
                 let mut in_flight = start * MSS;
                 for _ in 0..QUINN_MAX_BATCH_DATAGRAMS {
                     if quinn_admits(in_flight, window) {

@@ -13,13 +13,16 @@ use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{
-    Connection, ConnectionError, Endpoint, EndpointConfig, Incoming, RecvStream, SendStream, ServerConfig, VarInt,
+    AsyncUdpSocket, Connection, ConnectionError, Endpoint, EndpointConfig, Incoming, RecvStream, Runtime, SendStream,
+    ServerConfig, VarInt,
 };
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
 use startlab_quic::controller::{ControllerConfig, HintSlot, Sender, StartlabController, StartlabFactory};
 use startlab_quic::cubic::CubicParams;
+use startlab_quic::gquic_pacing::PacerParams;
+use startlab_quic::paced_socket::{PaceCell, PaceStats, PacedSocket, Percentiles};
 use startlab_quic::pacing::{max_spread, Pacing};
 use startlab_quic::report::{connection_stats, ms, unix_now};
 use startlab_quic::request::{self, tech_name, Hint, Request};
@@ -110,6 +113,11 @@ struct Args {
     /// Timers that drive pacing.
     #[arg(long, value_enum, default_value = "precise")]
     timers: TimerMode,
+    /// Release every datagram at the time Google QUIC's pacer gives it (10 unpaced after
+    /// quiescence, then pairs at the --pacing rates, 1 ms granularity), from a socket
+    /// beneath quinn, instead of in quinn's bursts.
+    #[arg(long)]
+    datagram_pacing: bool,
     /// HyStart delay-increase exit from slow start.
     #[arg(long, value_enum, default_value = "on")]
     hystart: OnOff,
@@ -168,6 +176,8 @@ struct Shared {
     base: ServerConfig,
     transport: TransportOptions,
     out: Mutex<Box<dyn Write + Send>>,
+    /// The socket that releases datagrams on their times (--datagram-pacing).
+    paced: Option<Arc<PacedSocket>>,
     /// The object bytes: a byte at stream offset o is o mod 251 (the client checks this).
     pattern: Bytes,
 }
@@ -208,6 +218,9 @@ fn validate(args: &Args) -> Result<Controllers, String> {
     if args.sender == Sender::GoogleQuic && (args.cubic_beta != 0.7 || args.hystart == OnOff::Off) {
         return Err("--cubic-beta and --hystart set the rfc9438 sender; the gquic sender's are quiche's".into());
     }
+    if args.datagram_pacing && (args.cc == Cc::QuinnCubic || args.pacing == PacingMode::Quinn) {
+        return Err("--datagram-pacing needs a startlab controller and --pacing paper".into());
+    }
     if args.sender == Sender::GoogleQuic && args.cc == Cc::QuinnCubic {
         return Err("--sender gquic needs a startlab controller, not --cc quinn-cubic".into());
     }
@@ -237,6 +250,7 @@ fn validate(args: &Args) -> Result<Controllers, String> {
                 },
                 PacingMode::Quinn => Pacing::Quinn,
             },
+            datagram_pacing: args.datagram_pacing.then_some(PacerParams::GOOGLE_QUIC),
             blitz: cc == Cc::Blitz,
         }),
     })
@@ -303,21 +317,29 @@ async fn serve(args: Args, controllers: Controllers) -> Result<(), String> {
         TimerMode::Precise => Timers::Precise,
         TimerMode::Tokio => Timers::Tokio,
     };
-    let endpoint = Endpoint::new(
+    let runtime = StartlabRuntime::new(timers);
+    let cannot = |e: std::io::Error| format!("cannot start the QUIC endpoint on {}: {e}", args.listen);
+    let socket = runtime.wrap_udp_socket(udp).map_err(cannot)?;
+    let paced = args.datagram_pacing.then(|| PacedSocket::new(socket.clone()));
+    let endpoint = Endpoint::new_with_abstract_socket(
         EndpointConfig::default(),
         Some(base.clone()),
-        udp,
-        StartlabRuntime::new(timers),
+        match &paced {
+            Some(p) => p.clone() as Arc<dyn AsyncUdpSocket>,
+            None => socket,
+        },
+        runtime,
     )
-    .map_err(|e| format!("cannot start the QUIC endpoint on {}: {e}", args.listen))?;
+    .map_err(cannot)?;
     let local = endpoint.local_addr().map_err(|e| e.to_string())?;
     eprintln!(
-        "{NAME}: listening on {local} (cc {}, pacing {:?}, timers {:?}, udp payload {}, gso {}, socket buffers rcv {rcvbuf} snd {sndbuf})",
+        "{NAME}: listening on {local} (cc {}, pacing {:?}, datagram pacing {}, timers {:?}, udp payload {}, gso {}, socket buffers rcv {rcvbuf} snd {sndbuf})",
         args.cc.name(),
         args.pacing,
+        args.datagram_pacing,
         args.timers,
         args.udp_payload,
-        !args.no_gso
+        !args.no_gso && !args.datagram_pacing
     );
 
     let max_connections = args.max_connections;
@@ -327,6 +349,7 @@ async fn serve(args: Args, controllers: Controllers) -> Result<(), String> {
         base,
         transport,
         out: Mutex::new(out),
+        paced,
         pattern: pattern(),
     });
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -381,6 +404,11 @@ async fn connection(shared: Arc<Shared>, incoming: Incoming) {
     let start_unix = unix_now();
     let remote = incoming.remote_address();
     let slot = Arc::new(HintSlot::default());
+    let pace = shared.paced.as_ref().map(|socket| {
+        let cell = Arc::new(PaceCell::default());
+        socket.register(remote, cell.clone());
+        cell
+    });
     let mut transport = match shared.transport.build() {
         Ok(t) => t,
         Err(_) => return, // validated at start
@@ -390,6 +418,7 @@ async fn connection(shared: Arc<Shared>, incoming: Incoming) {
             transport.congestion_controller_factory(Arc::new(StartlabFactory {
                 config: config.clone(),
                 slot: Some(slot.clone()),
+                pace: pace.clone(),
             }));
         }
         Controllers::Quinn { initial_window } => {
@@ -412,7 +441,9 @@ async fn connection(shared: Arc<Shared>, incoming: Incoming) {
             }
         },
     };
-    let line = connection_line(&shared, conn.as_ref(), &close, remote, start, start_unix, &record);
+    let paced = shared.paced.as_ref().map(|socket| socket.unregister(remote));
+    let mut line = connection_line(&shared, conn.as_ref(), &close, remote, start, start_unix, &record);
+    line.as_object_mut().unwrap().insert("datagram_pacer".into(), json!(paced.map(|p| pacer_json(&p))));
     let mut out = shared.out.lock().unwrap();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
@@ -596,6 +627,12 @@ fn connection_line(
         }
     }
     line
+}
+
+/// What the datagram pacer achieved for a connection (paced_socket.rs).
+fn pacer_json(p: &PaceStats) -> Value {
+    let pct = |x: &Percentiles| json!({"p50": x.p50, "p99": x.p99, "max": x.max});
+    json!({"datagrams": p.datagrams, "late_us": pct(&p.late_us), "queued_us": pct(&p.queued_us)})
 }
 
 fn close_reason(e: &ConnectionError) -> String {
