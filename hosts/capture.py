@@ -53,9 +53,14 @@ class Capture:
 
     def caught_up(self) -> bool:
         """Has tcpdump written every packet its filter took, as of its last report?"""
-        c = self.counters()
-        return (c["captured"] is not None and c["received_by_filter"] is not None
-                and c["received_by_filter"] - c["captured"] <= self.before_filter)
+        behind = self.behind(self.counters())
+        return behind is not None and behind <= 0
+
+    def behind(self, c: dict[str, int | None]) -> int | None:
+        """Packets its filter took of the run's and tcpdump has not written, by counters `c`."""
+        if c["captured"] is None or c["received_by_filter"] is None:
+            return None
+        return c["received_by_filter"] - c["captured"] - self.before_filter
 
     def stop(self) -> dict:
         """Stop and return tcpdump's own counters. A capture is not exact when the kernel
@@ -64,12 +69,10 @@ class Capture:
         and what is still in its buffer at the stop is lost; drain() waits for it first)."""
         self.proc.stop(grace_s=5.0)
         c = self.counters()
-        captured, received = c["captured"], c["received_by_filter"]
-        unwritten = (received - captured - self.before_filter
-                     if captured is not None and received is not None else None)
-        return {"file": self.path.name, "captured": captured, "dropped_by_kernel": c["dropped_by_kernel"],
-                "received_by_filter": received, "before_filter": self.before_filter,
-                "unwritten": max(0, unwritten) if unwritten is not None else None}
+        behind = self.behind(c)
+        return {"file": self.path.name, "captured": c["captured"], "dropped_by_kernel": c["dropped_by_kernel"],
+                "received_by_filter": c["received_by_filter"], "before_filter": self.before_filter,
+                "unwritten": max(0, behind) if behind is not None else None}
 
 
 def drain(captures: list[Capture], max_s: float = 60.0) -> float:

@@ -202,7 +202,6 @@ impl Cubic {
     fn w_cubic(&self, t: f64) -> f64 {
         self.params.c * (t - self.k).powi(3) + self.origin
     }
-
 }
 
 impl CongestionControl for Cubic {

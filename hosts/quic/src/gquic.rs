@@ -196,7 +196,6 @@ impl GquicCubic {
     fn w_cubic(&self, t: f64) -> f64 {
         self.origin + C * (t - self.k).powi(3) * self.mss as f64
     }
-
 }
 
 impl CongestionControl for GquicCubic {

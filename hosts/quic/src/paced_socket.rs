@@ -349,42 +349,38 @@ mod tests {
     use std::net::UdpSocket;
     use std::time::Duration;
 
-    fn pair() -> (Arc<PacedSocket>, UdpSocket, SocketAddr) {
+    /// A paced socket with a cell registered for a receiver, and that receiver.
+    fn pair() -> (Arc<PacedSocket>, Arc<PaceCell>, tokio::net::UdpSocket, SocketAddr) {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let inner = quinn::TokioRuntime.wrap_udp_socket(tx).unwrap();
-        let addr = rx.local_addr().unwrap();
-        (PacedSocket::new(inner), rx, addr)
+        let to = rx.local_addr().unwrap();
+        let socket = PacedSocket::new(inner);
+        let cell = Arc::new(PaceCell::default());
+        socket.register(to, cell.clone());
+        (socket, cell, tokio::net::UdpSocket::from_std(rx).unwrap(), to)
     }
 
-    fn send(s: &PacedSocket, to: SocketAddr, byte: u8) {
+    /// Hand the socket a 100-byte datagram of `byte`s, as quinn would.
+    fn send(s: &PacedSocket, to: SocketAddr, byte: u8) -> io::Result<()> {
         let contents = [byte; 100];
         s.try_send(&Transmit { destination: to, ecn: None, contents: &contents, segment_size: None, src_ip: None })
-            .unwrap();
     }
 
     #[tokio::test(flavor = "current_thread")]
     async fn paced_datagrams_leave_at_their_times_in_order() {
-        let (s, rx, to) = pair();
-        let cell = Arc::new(PaceCell::default());
-        s.register(to, cell.clone());
+        let (s, cell, rx, to) = pair();
         let t0 = Instant::now();
         // Released at 0, 10, 10, 15 ms: the third, marked 5 ms, waits behind the second.
         // Two may wait at once; the third is refused until one has left.
         for (i, ms) in [(0u8, 0u64), (1, 10), (2, 5), (3, 15)] {
             cell.sent(t0 + Duration::from_millis(ms));
-            let contents = [i; 100];
-            let t = Transmit { destination: to, ecn: None, contents: &contents, segment_size: None, src_ip: None };
-            while let Err(e) = s.try_send(&t) {
+            while let Err(e) = send(&s, to, i) {
                 assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
-        let rx = tokio::net::UdpSocket::from_std({
-            rx.set_nonblocking(true).unwrap();
-            rx
-        })
-        .unwrap();
         let mut got = Vec::new();
         for _ in 0..4 {
             let mut buf = [0u8; 200];
@@ -402,18 +398,11 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn datagrams_no_controller_saw_leave_at_once() {
-        let (s, rx, to) = pair();
-        let cell = Arc::new(PaceCell::default());
-        s.register(to, cell.clone());
+        let (s, cell, rx, to) = pair();
         let t0 = Instant::now();
         cell.sent(t0 + Duration::from_millis(20));
-        send(&s, to, 0);
-        send(&s, to, 1); // the count did not move: not paced, but behind the first
-        let rx = tokio::net::UdpSocket::from_std({
-            rx.set_nonblocking(true).unwrap();
-            rx
-        })
-        .unwrap();
+        send(&s, to, 0).unwrap();
+        send(&s, to, 1).unwrap(); // the count did not move: not paced, but behind the first
         let mut buf = [0u8; 200];
         rx.recv(&mut buf).await.unwrap();
         rx.recv(&mut buf).await.unwrap();
@@ -423,7 +412,7 @@ mod tests {
         s.unregister(to);
         let t1 = Instant::now();
         cell.sent(t1 + Duration::from_millis(500));
-        send(&s, to, 2);
+        send(&s, to, 2).unwrap();
         rx.recv(&mut buf).await.unwrap();
         assert!(t1.elapsed() < Duration::from_millis(400));
     }
