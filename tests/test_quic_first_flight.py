@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from hosts.quic.quic_net import SERVER_IP, QuicNet, first_flight, read_udp_pcap
-from quicpath import RATE_BPS, RTT_MS, quic_path
+from hosts.quic.quic_net import SERVER_IP, QuicNet, first_flight
+from quicpath import RATE_BPS, RTT_MS, fetch_captured, quic_path
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
@@ -25,18 +25,8 @@ def path():
 
 
 def run_one(net: QuicNet, name: str, server_args: list[str], client_args: list[str]) -> tuple[dict, dict, dict]:
-    stats = net.workdir / f"{name}.jsonl"
-    stats.unlink(missing_ok=True)
-    pcap = net.workdir / f"{name}.pcap"
-    server = net.start_server(server_args, stats, net.workdir / f"{name}.log")
-    capture = net.start_capture(net.server, net.server_intf, pcap)
-    try:
-        result = net.fetch("2MB", [*client_args, "--verify"])
-    finally:
-        net.stop_capture(capture)
-        net.stop(server)
-    line = json.loads(stats.read_text().splitlines()[-1])
-    flight = first_flight(read_udp_pcap(pcap), SERVER_IP, DATAGRAM, line["handshake_rtt_ms"] / 1e3)
+    result, line, datagrams = fetch_captured(net, name, server_args, client_args)
+    flight = first_flight(datagrams, SERVER_IP, DATAGRAM, line["handshake_rtt_ms"] / 1e3)
     print(name, json.dumps({k: v for k, v in flight.items() if k != "times_ms"}))
     return result, line, flight
 

@@ -225,28 +225,37 @@ impl StartlabController {
     /// Give the datagram just handed to quinn its release time (`in_flight_before`: the
     /// bytes in flight without it).
     fn pace(&mut self, now: Instant, bytes: u64, in_flight_before: u64) {
-        let (cwnd, slow_start) = self.effective();
-        let gain = self.config.pacing.gain(slow_start);
+        let cwnd = self.cwnd();
+        let mss = self.engine.sender().mss();
+        let rate = self.pacing_rate();
         let srtt = Some(self.srtt).filter(|d| !d.is_zero());
         let Some((pacer, cell)) = self.pacer.as_mut() else {
             return;
         };
         let at = pacer.earliest(now, in_flight_before).max(now);
-        let per_second = |rtt: Duration| cwnd as f64 / rtt.as_secs_f64();
         pacer.on_sent(
             at,
             &Sent {
                 bytes,
                 in_flight_before,
                 cwnd,
-                rate: gain * per_second(srtt.unwrap_or(INITIAL_RTT)),
-                bandwidth: srtt.map(per_second),
+                datagram: mss,
+                rate,
+                bandwidth: srtt.map(|rtt| cwnd as f64 / rtt.as_secs_f64()),
                 // Recovery only stops a burst after quiescence; with nothing in flight,
                 // startlab's senders have left it (their recovery ends with an ack).
                 in_recovery: false,
             },
         );
         cell.sent(at);
+    }
+
+    /// The rate the sender paces at, bytes per second: `pacing`'s gain × cwnd ÷ SRTT (before
+    /// the first RTT sample, quiche's initial RTT).
+    pub fn pacing_rate(&self) -> f64 {
+        let (cwnd, slow_start) = self.effective();
+        let srtt = Some(self.srtt).filter(|d| !d.is_zero()).unwrap_or(INITIAL_RTT);
+        self.config.pacing.gain(slow_start) * cwnd as f64 / srtt.as_secs_f64()
     }
 
     pub fn start_flight(&self) -> Option<StartFlight> {
@@ -408,6 +417,7 @@ impl Controller for StartlabController {
         let mut m = ControllerMetrics::default();
         m.congestion_window = self.cwnd();
         m.ssthresh = self.ssthresh();
+        m.pacing_rate = Some((self.pacing_rate() * 8.0) as u64);
         m
     }
 
@@ -484,6 +494,26 @@ mod tests {
         assert_eq!(times[10], times[11]);
         let pair = times[12] - times[10];
         assert!((pair.as_secs_f64() - 0.003125).abs() < 1e-4, "{pair:?}");
+    }
+
+    #[test]
+    fn qlog_metrics_carry_the_window_and_the_pacing_rate_in_bits() {
+        let mut c = StartlabController::new(config(false), MSS, None);
+        // Before an RTT sample: 2 × 32 datagrams per quiche's initial 100 ms.
+        assert_eq!(c.pacing_rate(), 2.0 * 32.0 * MSS as f64 / 0.1);
+        let t0 = Instant::now();
+        handshake(&mut c, t0, Duration::from_millis(50));
+        let m = c.metrics();
+        assert_eq!((m.congestion_window, m.ssthresh), (32 * MSS, None));
+        // Slow start: 2 × cwnd ÷ SRTT, in bit/s.
+        assert_eq!(m.pacing_rate, Some((2.0 * 32.0 * MSS as f64 / 0.05 * 8.0) as u64));
+        // Congestion avoidance (here from a loss): 4/3 × cwnd ÷ SRTT.
+        c.on_sent(t0 + Duration::from_millis(50), 20 * MSS, 2);
+        c.on_congestion_event(t0 + Duration::from_millis(100), t0 + Duration::from_millis(50), false, MSS);
+        let m = c.metrics();
+        assert_eq!(m.ssthresh, Some(m.congestion_window));
+        let ca = 4.0 / 3.0 * m.congestion_window as f64 / 0.05 * 8.0;
+        assert!((m.pacing_rate.unwrap() as f64 - ca).abs() <= 1.0, "{:?} vs {ca}", m.pacing_rate);
     }
 
     fn handshake(c: &mut StartlabController, t0: Instant, rtt: Duration) {

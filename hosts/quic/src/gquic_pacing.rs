@@ -58,6 +58,10 @@ pub struct Sent {
     /// Bytes in flight before this datagram.
     pub in_flight_before: u64,
     pub cwnd: u64,
+    /// A full datagram of the connection. The window holds the sender back once another
+    /// would not fit: quinn sends a datagram only if it fits in cwnd, where quiche sends
+    /// while anything of cwnd is left, so quiche's "bytes in flight ≥ cwnd" is this here.
+    pub datagram: u64,
     /// The sender's pacing rate, bytes per second.
     pub rate: f64,
     /// cwnd ÷ SRTT in bytes per second; `None` before the first RTT sample (quiche's
@@ -123,6 +127,7 @@ impl Pacer {
             return;
         }
         let after = s.in_flight_before.saturating_add(s.bytes);
+        let window_full = after.saturating_add(s.datagram) > s.cwnd;
         let delay = if s.rate > 0.0 {
             Duration::from_secs_f64(s.bytes as f64 / s.rate)
         } else {
@@ -130,7 +135,7 @@ impl Pacer {
         };
         if !self.pacing_limited || self.lumpy_tokens == 0 {
             let slow = s.bandwidth.unwrap_or(0.0) * 8.0 < self.params.lumpy_min_bandwidth_bps;
-            self.lumpy_tokens = if slow || after >= s.cwnd {
+            self.lumpy_tokens = if slow || window_full {
                 1
             } else {
                 self.params
@@ -146,7 +151,7 @@ impl Pacer {
         } else {
             ideal.max(now + delay)
         });
-        self.pacing_limited = after < s.cwnd;
+        self.pacing_limited = !window_full;
     }
 }
 
@@ -179,6 +184,7 @@ mod tests {
                     bytes: SIZE,
                     in_flight_before: i * SIZE,
                     cwnd,
+                    datagram: SIZE,
                     rate: gain * cwnd as f64 / RTT.as_secs_f64(),
                     bandwidth: Some(cwnd as f64 / RTT.as_secs_f64()),
                     in_recovery: false,
@@ -227,6 +233,7 @@ mod tests {
             bytes: SIZE,
             in_flight_before,
             cwnd: 40 * SIZE,
+            datagram: SIZE,
             rate: 1e6,
             bandwidth: Some(5e5),
             in_recovery: false,
@@ -249,6 +256,47 @@ mod tests {
     }
 
     #[test]
+    fn a_window_without_room_for_a_datagram_is_full_and_the_wait_is_not_made_up() {
+        // The first flight of 32 with one small packet among them: 31 full datagrams and 40
+        // bytes fill cwnd but for less than a datagram, so quinn sends nothing more. The
+        // window, not the pacer, held the sender back: after the wait for the first
+        // acknowledgement the pacer starts again from then, in pairs, instead of making up
+        // the wait's time in one burst.
+        let cwnd = 32 * SIZE;
+        let rate = 2.0 * cwnd as f64 / RTT.as_secs_f64();
+        let sent = |in_flight_before, bytes| Sent {
+            bytes,
+            in_flight_before,
+            cwnd,
+            datagram: SIZE,
+            rate,
+            bandwidth: Some(rate / 2.0),
+            in_recovery: false,
+        };
+        let t0 = Instant::now();
+        let mut p = Pacer::new(PacerParams::GOOGLE_QUIC);
+        let mut now = t0;
+        p.on_sent(now, &sent(0, 40));
+        for i in 0..31 {
+            now = p.earliest(now, 40 + i * SIZE).max(now);
+            p.on_sent(now, &sent(40 + i * SIZE, SIZE));
+        }
+        // Half an RTT later two datagrams are acknowledged: four may leave.
+        let ack = now + RTT / 2;
+        let in_flight = 40 + 29 * SIZE;
+        let mut departures = Vec::new();
+        let mut t = ack;
+        for i in 0..4 {
+            t = p.earliest(t, in_flight + i * SIZE).max(t);
+            departures.push(t - ack);
+            p.on_sent(t, &sent(in_flight + i * SIZE, SIZE));
+        }
+        let pair = Duration::from_secs_f64(2.0 * SIZE as f64 / rate);
+        assert_eq!(departures[..2], [Duration::ZERO, Duration::ZERO], "{departures:?}");
+        assert!(departures[2] >= pair - Duration::from_micros(5), "{departures:?}");
+    }
+
+    #[test]
     fn a_loss_ends_the_burst_and_slow_paths_go_one_by_one() {
         let mut p = Pacer::new(PacerParams::GOOGLE_QUIC);
         let t0 = Instant::now();
@@ -258,6 +306,7 @@ mod tests {
             bytes: SIZE,
             in_flight_before: SIZE,
             cwnd: 10 * SIZE,
+            datagram: SIZE,
             rate: 100_000.0,             // 0.8 Mbit/s
             bandwidth: Some(100_000.0), // under 1.2 Mbit/s: no pairs
             in_recovery: false,

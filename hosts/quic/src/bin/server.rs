@@ -1,10 +1,10 @@
 //! startlab-quic-server: serves generated objects over QUIC, one bidirectional stream per
 //! request, and writes one JSON line of statistics per connection when it ends.
 
-use std::fs::OpenOptions;
-use std::io::Write;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,8 +13,8 @@ use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{
-    AsyncUdpSocket, Connection, ConnectionError, Endpoint, EndpointConfig, Incoming, RecvStream, Runtime, SendStream,
-    ServerConfig, VarInt,
+    AsyncUdpSocket, Connection, ConnectionError, Endpoint, EndpointConfig, Incoming, QlogConfig, QlogStream, RecvStream,
+    Runtime, SendStream, ServerConfig, VarInt,
 };
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
@@ -161,6 +161,11 @@ struct Args {
     /// capture of them decrypts (tshark -o tls.keylog_file:FILE). Off by default.
     #[arg(long, value_name = "FILE")]
     keylog: Option<PathBuf>,
+    /// Write each connection's qlog (JSON-SEQ: quinn's packet and recovery events, with the
+    /// controller's cwnd, ssthresh and pacing rate) into DIR; event times are relative to
+    /// the connection's `start_unix_s`, and its line names the file. Off by default.
+    #[arg(long, value_name = "DIR")]
+    qlog_dir: Option<PathBuf>,
 }
 
 /// What the server's controllers are, shared by all connections.
@@ -232,6 +237,9 @@ fn validate(args: &Args) -> Result<Controllers, String> {
     }
     if args.threads == 0 {
         return Err("--threads must be at least 1".into());
+    }
+    if let Some(dir) = args.qlog_dir.as_deref().filter(|d| !d.is_dir()) {
+        return Err(format!("--qlog-dir {}: not a directory", dir.display()));
     }
     Ok(match args.cc {
         Cc::QuinnCubic => Controllers::Quinn { initial_window: iw },
@@ -427,9 +435,18 @@ async fn connection(shared: Arc<Shared>, incoming: Incoming) {
             transport.congestion_controller_factory(Arc::new(cubic));
         }
     }
+    let record = Arc::new(Mutex::new(ConnRecord::default()));
+    let qlog = shared.args.qlog_dir.as_deref().map(|dir| qlog_path(dir, remote, start_unix));
+    if let Some(path) = &qlog {
+        match qlog_stream(path, start, &shared.args) {
+            Ok(stream) => {
+                transport.qlog_stream(Some(stream));
+            }
+            Err(e) => record.lock().unwrap().errors.push(e),
+        }
+    }
     let mut config = shared.base.clone();
     config.transport_config(Arc::new(transport));
-    let record = Arc::new(Mutex::new(ConnRecord::default()));
 
     let (conn, close) = match incoming.accept_with(Arc::new(config)) {
         Err(e) => (None, e),
@@ -443,7 +460,9 @@ async fn connection(shared: Arc<Shared>, incoming: Incoming) {
     };
     let paced = shared.paced.as_ref().map(|socket| socket.unregister(remote));
     let mut line = connection_line(&shared, conn.as_ref(), &close, remote, start, start_unix, &record);
-    line.as_object_mut().unwrap().insert("datagram_pacer".into(), json!(paced.map(|p| pacer_json(&p))));
+    let obj = line.as_object_mut().unwrap();
+    obj.insert("datagram_pacer".into(), json!(paced.map(|p| pacer_json(&p))));
+    obj.insert("qlog".into(), json!(qlog));
     let mut out = shared.out.lock().unwrap();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
@@ -627,6 +646,23 @@ fn connection_line(
         }
     }
     line
+}
+
+/// One qlog file per connection, named by its client and start.
+fn qlog_path(dir: &Path, remote: SocketAddr, start_unix: f64) -> PathBuf {
+    dir.join(format!("server-{}_{}-{start_unix:.6}.sqlog", remote.ip(), remote.port()))
+}
+
+/// A qlog stream into `path` whose event times count from the connection's `start`.
+fn qlog_stream(path: &Path, start: Instant, args: &Args) -> Result<QlogStream, String> {
+    let file = File::create(path).map_err(|e| format!("cannot create qlog {}: {e}", path.display()))?;
+    let mut config = QlogConfig::default();
+    config
+        .writer(Box::new(BufWriter::new(file)))
+        .title(Some(NAME.into()))
+        .description(Some(format!("cc {}, sender {:?}, datagram pacing {}", args.cc.name(), args.sender, args.datagram_pacing)))
+        .start_time(start);
+    config.into_stream().ok_or_else(|| format!("cannot start qlog {}", path.display()))
 }
 
 /// What the datagram pacer achieved for a connection (paced_socket.rs).
