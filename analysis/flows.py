@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -156,6 +157,18 @@ def rolling_mbps(ts: np.ndarray, nbytes: np.ndarray, window_s: float, at: np.nda
     hi = np.searchsorted(t_sorted, at, side="right")
     lo = np.searchsorted(t_sorted, at - window_s, side="right")
     return (cum[hi] - cum[lo]) * 8 / window_s / 1e6
+
+
+# How long a flow's start is followed from its first packet: the span of the Blitzstart
+# paper's Fig. 1 (top), where CUBIC leaves slow start at ~200 ms and fills the link by 300 ms.
+STARTUP_S = 1.0
+
+
+def startup(first_ts: float, rolling: Callable[[np.ndarray], np.ndarray], step_s: float) -> dict:
+    """A flow's rolling throughput over its first STARTUP_S seconds, `t` from its first
+    packet; `rolling` gives the flow's rate at given times."""
+    at = np.arange(first_ts, first_ts + STARTUP_S + step_s / 2, step_s)
+    return {"t": np.round(at - first_ts, 6).tolist(), "mbps": np.round(rolling(at), 3).tolist()}
 
 
 def flow_rolling_mbps(pk: Packets, conn: int | None, direction: int, window_s: float, at: np.ndarray) -> np.ndarray:

@@ -236,6 +236,47 @@ def throughput_figure(profile: str, size: int, runs: list[RunRecord], variants: 
     return fig
 
 
+def startup_figure(profile: str, size: int, run: RunRecord, colour: str) -> Figure:
+    """After the Blitzstart paper's Fig. 1: the long flow's first second on the idle link
+    (top), then both flows once the short one starts (bottom), rolling over one RTT (thin)
+    and over 1 s (thick, as the paper's darker lines)."""
+    tp, fct = run.metrics["throughput"], run.metrics["short"]["fct_s"]
+    rate = run.rate_bps / 1e6
+    fig = Figure(figsize=(10, 5.6), layout="constrained")
+    top, bottom = fig.subplots(2, 1)
+    start = tp.get("long_start")
+    if start:
+        top.plot(start["t"], start["mbps"], color=LONG_FLOW_COLOUR, lw=1.4, label="long flow")
+    else:
+        _no_data(top, "no series of the long flow's start")
+    top.set_title(f"{profile}: the long flow alone on the idle link, from its first packet "
+                  f"(run {run.run_id})", fontsize=10)
+    top.set_xlabel("time since the long flow's first packet (s)")
+    bottom.set_title(f"{profile}, {size_label(size)}: {run.variant} enters (median-FCT run)", fontsize=10)
+    t = np.asarray(tp["t"])
+    if len(t) > 1:
+        # The mean over the trailing second, from the first full second of samples on.
+        n = max(1, int(round(1.0 / float(np.median(np.diff(t))))))
+        for key, c, label in (("short_mbps", colour, f"short flow ({run.variant})"),
+                              ("long_mbps", LONG_FLOW_COLOUR, "long flow")):
+            series = np.asarray(tp[key])
+            bottom.plot(t, series, color=c, lw=0.6, alpha=0.45)
+            if len(series) >= n:
+                bottom.plot(t[n - 1:], np.convolve(series, np.ones(n) / n, mode="valid"), color=c, lw=2.0,
+                            label=f"{label}, 1 s average")
+    else:
+        _no_data(bottom, "no throughput series")
+    bottom.axvline(fct, color=colour, lw=0.8, ls="--", label=f"FCT {fct:.3g} s")
+    bottom.set_xlabel("time since the short flow's SYN (s)")
+    for ax in (top, bottom):
+        ax.axhline(rate, color="#999999", lw=0.8, ls=":", label="bottleneck rate")
+        ax.set_ylabel(f"throughput (Mbit/s, over {tp.get('window_s', 0) * 1e3:.0f} ms)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    return fig
+
+
 def fct_box_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
                    colours: dict[str, str], value=lambda r: r.metrics["short"]["fct_s"]) -> Figure:
     """FCT (or `value`) distribution per variant: box plot with every run drawn as a point."""

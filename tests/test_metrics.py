@@ -41,6 +41,7 @@ class Run:
     long_retx: int = 0
     long_lost: int = 0
     long_arrivals: list[tuple[float, int]] = field(default_factory=list)  # (client time, new bytes)
+    long_first: float = 0.0          # the long flow's first packet from its server (client time)
     short_arrivals: list[tuple[float, int]] = field(default_factory=list)
 
 
@@ -56,6 +57,7 @@ def add_long_flow(run: Run, t0: float, t1: float, drop_every: int = 0) -> None:
     data = Conversation(CLIENT, 50001, "10.0.1.2", 5201, client_isn=1, server_isn=3_000_000_000)
     caps.upstream(data.syn(t0 - 0.05))
     caps.downstream(data.synack(t0 - 0.05 + 0.011))
+    run.long_first = caps.client_time(t0 - 0.05 + 0.011)
     i = 0
     while t0 + i * 0.001 < t1:
         t = t0 + 0.0005 + i * 0.001
@@ -169,6 +171,18 @@ def test_throughput_series(competing: tuple[Run, dict]) -> None:
         for arrivals, got in ((run.short_arrivals, tp["short_mbps"][i]), (run.long_arrivals, tp["long_mbps"][i])):
             nbytes = sum(n for ta, n in arrivals if at - RTT < ta <= at)
             assert got == pytest.approx(nbytes * 8 / RTT / 1e6, abs=2e-3), at
+
+
+def test_long_flow_start_series(competing: tuple[Run, dict]) -> None:
+    """The long flow's first second, from its first packet (the paper's Fig. 1, top)."""
+    run, m = competing
+    start = m["throughput"]["long_start"]
+    first = run.long_first
+    assert start["t"][0] == 0 and start["t"][-1] == pytest.approx(1.0)
+    for i in range(0, len(start["t"]), 23):
+        at = first + start["t"][i]
+        nbytes = sum(n for ta, n in run.long_arrivals if at - RTT < ta <= at)
+        assert start["mbps"][i] == pytest.approx(nbytes * 8 / RTT / 1e6, abs=2e-3), at
 
 
 def test_result_is_json(competing: tuple[Run, dict]) -> None:

@@ -368,6 +368,12 @@ def test_quic_run_metrics(tmp_path: Path) -> None:
     assert m["flows"]["long"]["first_flight"]["segments"] == 32
     tp = m["throughput"]
     assert len(tp["t"]) == len(tp["short_mbps"]) == len(tp["long_mbps"]) and max(tp["short_mbps"]) > 0
+    # The long flow's first second, from its first datagram at the clients' switch.
+    first = min(d.ts for d in caps.client if d.src == SV2)
+    assert tp["long_start"]["t"][0] == 0 and max(tp["long_start"]["mbps"]) > 0
+    at = first + tp["long_start"]["t"][10]
+    arrived_then = sum(d.length for d in caps.client if d.src == SV2 and at - spec["rtt_s"] < d.ts <= at)
+    assert tp["long_start"]["mbps"][10] == pytest.approx(arrived_then * 8 / spec["rtt_s"] / 1e6, abs=2e-3)
     json.dumps(m)
     # The workload's analysis takes the QUIC path from the spec alone.
     meta = {"spec": spec, "profile_params": {"mtu": 1500}}

@@ -72,7 +72,10 @@ def make_campaign(root: Path, variants=("slowstart", "blitz", "cautious"), sizes
                         "long": {"bytes": 5_000_000, "retx_pkts": 2, "lost_pkts": 2} if long_flow else None,
                         "fairness_ratio": 0.5 + 0.1 * rep if long_flow else None,
                         "throughput": {"t": [0.0, 0.1, 0.2], "short_mbps": [0.0, 10.0, 12.0],
-                                       "long_mbps": [25.0, 15.0, 13.0] if long_flow else [0.0, 0.0, 0.0]},
+                                       "long_mbps": [25.0, 15.0, 13.0] if long_flow else [0.0, 0.0, 0.0],
+                                       "window_s": 0.05,
+                                       "long_start": {"t": [0.0, 0.5, 1.0], "mbps": [0.0, 20.0, 25.0]}
+                                       if long_flow else None},
                     }
                     write_run(root, run_id, meta, metrics)
     return root
@@ -251,8 +254,11 @@ def test_single_repetition_has_no_intervals(tmp_path):
 
 def test_report_files_exist_and_embed_the_figures(full):
     pngs = sorted((full / "plots").glob("*.png"))
-    # per profile one CDF and one box figure, per (profile, size) one throughput figure
-    assert len(pngs) == 2 * 2 + 2 * 2
+    # per profile one CDF, one box and one startup figure (the paper's Fig. 1), per (profile,
+    # size) one throughput figure
+    assert len(pngs) == 2 * 3 + 2 * 2
+    assert sorted(p.name for p in pngs if p.name.startswith("startup_")) == ["startup_dsl_2MB.png",
+                                                                             "startup_lte_2MB.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     page = (full / "report.html").read_text()
     assert page.count("src='data:image/png;base64,") == len(pngs)

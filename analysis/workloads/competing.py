@@ -86,8 +86,13 @@ def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] |
     pk = client.packets
     short_mbps = flows.flow_rolling_mbps(pk, short[0], short[1], rtt_s, at)
     long_mbps = flows.flow_rolling_mbps(pk, long[0] if long else None, long[1] if long else 0, rtt_s, at)
+    long_start = None
+    if long:
+        first_long = float(pk["ts"][flows.flow_mask(pk, long[0], long[1])].min())
+        long_start = flows.startup(first_long, lambda t: flows.flow_rolling_mbps(pk, long[0], long[1], rtt_s, t),
+                                   STEP_S)
     return {"t": np.round(at - syn, 6).tolist(), "short_mbps": np.round(short_mbps, 3).tolist(),
-            "long_mbps": np.round(long_mbps, 3).tolist(), "window_s": rtt_s}
+            "long_mbps": np.round(long_mbps, 3).tolist(), "window_s": rtt_s, "long_start": long_start}
 
 
 def _time_sequence(client: Capture, conn: int, port: int, bneck_in: Capture, syn: float) -> dict:
@@ -225,6 +230,9 @@ CAPTIONS = {
            "the short flow is active), lost packets.",
     "fct_box": "FCT per variant; each point is one run.",
     "throughput": "Rolling-average throughput of both flows in the median-FCT run of each variant.",
+    "startup": "After the Blitzstart paper's Fig. 1: top, the long flow's first second on the idle link; "
+               "bottom, the baseline's median-FCT run at the largest size, both flows over one RTT (thin) "
+               "and over 1 s (thick).",
     "speedup": "Speedup of each variant over the baseline (mean FCT) vs transfer size; where the flow ran "
                "alone, the relative improvement next to Equation 2 of the Quick-Start paper (dashed).",
     "time_sequence": "Sequence number vs time of the server's data (before the bottleneck queue) in the "
@@ -348,6 +356,11 @@ def competing_plots(out: Path, campaign: dict[str, Any], records: list[RunRecord
         save(plots.fct_box_figure(profile, sizes, variants, colours, short_fct), "fct_box", profile, None)
         for size, runs in sizes:
             save(plots.throughput_figure(profile, size, runs, variants, colours), "throughput", profile, size)
+        largest, runs = sizes[-1]
+        base_runs = [r for r in runs if r.variant == baseline]
+        if base_runs and any(r.metrics["throughput"].get("long_start") for r in base_runs):
+            save(plots.startup_figure(profile, largest, plots.median_fct_run(base_runs), colours[baseline]),
+                 "startup", profile, largest)
         if any((r.metrics.get("quickstart") or {}).get("requested") for _, runs in sizes for r in runs):
             if baseline:
                 save(plots.speedup_figure(profile, sizes, variants, colours, baseline), "speedup", profile, None)

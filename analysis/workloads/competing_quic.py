@@ -116,10 +116,14 @@ def _throughput(dg, short: FourTuple, long: Optional[FourTuple], syn: float, end
     t1 = end + rtt_s
     step = max(STEP_S, (t1 - t0) / MAX_SAMPLES)
     at = np.arange(t0, t1 + step / 2, step)
+    long_start = None
+    if long is not None:
+        long_start = flows.startup(quic_flows.first_time(dg, long),
+                                   lambda t: quic_flows.rolling_mbps(dg, long, rtt_s, t), STEP_S)
     return {"t": np.round(at - syn, 6).tolist(),
             "short_mbps": np.round(quic_flows.rolling_mbps(dg, short, rtt_s, at), 3).tolist(),
             "long_mbps": np.round(quic_flows.rolling_mbps(dg, long, rtt_s, at), 3).tolist(),
-            "window_s": rtt_s}
+            "window_s": rtt_s, "long_start": long_start}
 
 
 def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]:
