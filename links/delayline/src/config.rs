@@ -1,14 +1,18 @@
 //! Command line: parsing and range checks, each failure one clear line.
 
-use crate::queue::{Policy, QueueConfig, Red, DEFAULT_LOW_DSCP};
+use crate::queue::{Policy, QueueConfig, Red, TraceLink, DEFAULT_LOW_DSCP};
 use crate::ring::MAX_RING_BYTES;
 use crate::schedule::{Tuning, MAX_DELAY_NS, NS_PER_US};
+use crate::trace::Trace;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub const USAGE: &str = "usage: startlab-delayline --if-a IFA --if-b IFB --delay-ab-us N --delay-ba-us N \
 --ring-ab-bytes N --ring-ba-bytes N --stats PATH [--cpu-a K --cpu-b K]
   bottleneck per direction D (ab or ba), before the delay:
   [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red] [--low-dscp-D LIST] [--red-D MIN,MAX,P]]
+  or a trace of delivery opportunities (mahimahi's format) instead of the rate:
+  [--trace-D PATH [--opportunity-D-bytes N (default 1514: an MTU-sized packet's frame)] --limit-D-bytes N ...]
   per-pair delays per direction (lines SRC_IPV4 DST_IPV4 DELAY_US): [--pairs-D PATH]
   the spin window before sparse releases (default 80 and 100): [--spin-lead-us N --spin-max-us N]
 or: startlab-delayline probe --help";
@@ -17,6 +21,10 @@ or: startlab-delayline probe --help";
 const MAX_SPIN_US: u64 = 5_000;
 /// Largest bottleneck rate accepted (1 Tbit/s): far above what a veth carries.
 const MAX_RATE_BPS: u64 = 1_000_000_000_000;
+/// A trace opportunity carries one MTU-sized packet: 1500 bytes of IP in an Ethernet frame.
+pub const DEFAULT_OPPORTUNITY_BYTES: u64 = 1514;
+/// Largest opportunity accepted: a 64 KiB GSO frame.
+const MAX_OPPORTUNITY_BYTES: u64 = 65_536;
 
 #[derive(Debug, PartialEq)]
 pub struct Config {
@@ -44,6 +52,8 @@ pub struct Config {
 #[derive(Default)]
 struct QueueFlags {
     rate: Option<u64>,
+    trace: Option<PathBuf>,
+    opportunity: Option<u64>,
     limit: Option<u64>,
     policy: Option<String>,
     low_dscp: Option<u64>,
@@ -88,17 +98,40 @@ fn red(flag: &str, v: &str) -> Result<Red, String> {
     Ok(Red { min_bytes, max_bytes, max_p })
 }
 
+/// The trace named by --trace-D, read and checked.
+fn trace_link(dir: &str, path: &PathBuf, opportunity: Option<u64>) -> Result<TraceLink, String> {
+    let flag = format!("--trace-{}", dir);
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{} {}: {}", flag, path.display(), e))?;
+    let trace = Trace::parse(&text).map_err(|e| format!("{} {}: {}", flag, path.display(), e))?;
+    Ok(TraceLink {
+        trace: Arc::new(trace),
+        path: path.display().to_string(),
+        opportunity_bytes: opportunity.unwrap_or(DEFAULT_OPPORTUNITY_BYTES),
+    })
+}
+
 fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String> {
-    let rate = match f.rate {
-        Some(r) => r,
-        None => {
+    if f.rate.is_some() && f.trace.is_some() {
+        return Err(format!("--rate-{d}-bps and --trace-{d}: a trace link's rate is its trace's; give one", d = dir));
+    }
+    if f.opportunity.is_some() && f.trace.is_none() {
+        return Err(format!("--opportunity-{d}-bytes applies to --trace-{d} only", d = dir));
+    }
+    let trace = match &f.trace {
+        Some(path) => Some(trace_link(dir, path, f.opportunity)?),
+        None => None,
+    };
+    let rate = match (f.rate, &trace) {
+        (Some(r), _) => r,
+        (None, Some(t)) => t.trace.mean_bps(t.opportunity_bytes).max(1),
+        (None, None) => {
             if f.limit.is_some() || f.policy.is_some() || f.low_dscp.is_some() || f.red.is_some() {
-                return Err(format!("queue options for {} need --rate-{}-bps", dir, dir));
+                return Err(format!("queue options for {} need --rate-{}-bps or --trace-{}", dir, dir, dir));
             }
             return Ok(None);
         }
     };
-    let limit = f.limit.ok_or_else(|| format!("--rate-{}-bps needs --limit-{}-bytes (the bottleneck's buffer)", dir, dir))?;
+    let limit = f.limit.ok_or_else(|| format!("a bottleneck for {} needs --limit-{}-bytes (its buffer)", dir, dir))?;
     let policy = match f.policy.as_deref().unwrap_or("droptail") {
         "droptail" => Policy::DropTail,
         "pushout" => Policy::PushOut,
@@ -108,7 +141,7 @@ fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String>
     if f.red.is_some() && !matches!(policy, Policy::Red(_)) {
         return Err(format!("--red-{} applies to --policy-{} red only", dir, dir));
     }
-    Ok(Some(QueueConfig { rate_bps: rate, limit_bytes: limit, policy, low_dscp: f.low_dscp.unwrap_or(1u64 << DEFAULT_LOW_DSCP) }))
+    Ok(Some(QueueConfig { rate_bps: rate, limit_bytes: limit, policy, low_dscp: f.low_dscp.unwrap_or(1u64 << DEFAULT_LOW_DSCP), trace }))
 }
 
 fn delay_ns(flag: &str, v: &str) -> Result<i64, String> {
@@ -172,6 +205,10 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--cpu-b" => cpu_b = Some(cpu(flag, value)?),
             "--rate-ab-bps" => q_ab.rate = Some(positive(flag, value, "bits per second", MAX_RATE_BPS)?),
             "--rate-ba-bps" => q_ba.rate = Some(positive(flag, value, "bits per second", MAX_RATE_BPS)?),
+            "--trace-ab" => q_ab.trace = Some(PathBuf::from(value)),
+            "--trace-ba" => q_ba.trace = Some(PathBuf::from(value)),
+            "--opportunity-ab-bytes" => q_ab.opportunity = Some(positive(flag, value, "a byte count", MAX_OPPORTUNITY_BYTES)?),
+            "--opportunity-ba-bytes" => q_ba.opportunity = Some(positive(flag, value, "a byte count", MAX_OPPORTUNITY_BYTES)?),
             "--limit-ab-bytes" => q_ab.limit = Some(positive(flag, value, "a byte count", MAX_RING_BYTES)?),
             "--limit-ba-bytes" => q_ba.limit = Some(positive(flag, value, "a byte count", MAX_RING_BYTES)?),
             "--policy-ab" => q_ab.policy = Some(value.to_string()),
@@ -317,5 +354,30 @@ mod tests {
         assert!(bad("--rate-ba-bps 1000 --limit-ba-bytes 1000 --low-dscp-ba x").contains("DSCP values"));
         assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --red-ab 1,2,0.1").contains("red only"));
         assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab red --red-ab 5,2,0.1").contains("MIN < MAX"));
+    }
+
+    #[test]
+    fn a_trace_replaces_the_rate() {
+        let dir = std::env::temp_dir().join(format!("startlab-delayline-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.trace");
+        std::fs::write(&good, "1\n1\n2\n").unwrap();
+        let bad_file = dir.join("bad.trace");
+        std::fs::write(&bad_file, "3\n2\n").unwrap();
+        let c = parse(&args(&format!("{} --trace-ab {} --limit-ab-bytes 30000", OK, good.display()))).unwrap();
+        let ab = c.queue_ab.unwrap();
+        let t = ab.trace.clone().unwrap();
+        assert_eq!((t.trace.opportunities(), t.trace.period_ms(), t.opportunity_bytes), (3, 2, 1514));
+        // Three 1514-byte frames per 2 ms: 18.168 Mbit/s.
+        assert_eq!(ab.rate_bps, 18_168_000);
+        let c = parse(&args(&format!("{} --trace-ba {} --opportunity-ba-bytes 9014 --limit-ba-bytes 90000", OK, good.display()))).unwrap();
+        assert_eq!(c.queue_ba.unwrap().trace.unwrap().opportunity_bytes, 9014);
+        let bad = |extra: String| parse(&args(&format!("{} {}", OK, extra))).unwrap_err();
+        assert!(bad(format!("--trace-ab {} --rate-ab-bps 1000 --limit-ab-bytes 1", good.display())).contains("give one"));
+        assert!(bad(format!("--trace-ab {}", good.display())).contains("needs --limit-ab-bytes"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1 --opportunity-ab-bytes 1514".into()).contains("--trace-ab only"));
+        assert!(bad(format!("--trace-ab {} --limit-ab-bytes 1", bad_file.display())).contains("line 2: 2 ms comes before"));
+        assert!(bad(format!("--trace-ab {} --limit-ab-bytes 1", dir.join("none").display())).contains("--trace-ab"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -17,6 +17,7 @@ mod sock;
 mod stage;
 mod stats;
 mod timer;
+mod trace;
 mod probe;
 
 use std::io::Write;

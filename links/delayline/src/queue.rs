@@ -12,6 +12,9 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::trace::{Trace, TraceDrain};
 
 pub const NS_PER_S: u64 = 1_000_000_000;
 /// AF13: the default low-priority class.
@@ -55,13 +58,25 @@ impl Policy {
     }
 }
 
+/// A trace of delivery opportunities that drains the queue instead of a fixed rate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceLink {
+    pub trace: Arc<Trace>,
+    /// Where it was read from, for the record.
+    pub path: String,
+    /// Frame bytes one opportunity carries: one MTU-sized packet in its Ethernet frame.
+    pub opportunity_bytes: u64,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueueConfig {
+    /// The drain rate; with a trace, the trace's mean rate (RED's idle estimate uses it).
     pub rate_bps: u64,
     pub limit_bytes: u64,
     pub policy: Policy,
     /// Bit d set: DSCP d is low priority.
     pub low_dscp: u64,
+    pub trace: Option<TraceLink>,
 }
 
 impl QueueConfig {
@@ -80,6 +95,16 @@ impl QueueConfig {
         );
         if let Policy::Red(r) = self.policy {
             let _ = write!(s, ", \"red\": {{\"min_bytes\": {}, \"max_bytes\": {}, \"max_p\": {}}}", r.min_bytes, r.max_bytes, r.max_p);
+        }
+        if let Some(t) = &self.trace {
+            let _ = write!(
+                s,
+                ", \"trace\": {{\"path\": {:?}, \"opportunities\": {}, \"period_ms\": {}, \"opportunity_bytes\": {}}}",
+                t.path,
+                t.trace.opportunities(),
+                t.trace.period_ms(),
+                t.opportunity_bytes
+            );
         }
         s.push('}');
         s
@@ -114,6 +139,8 @@ pub struct QueueStats {
     pub early_drops: u64,
     pub high_water_bytes: u64,
     pub high_water_frames: u64,
+    /// With a trace link: when its trace began (the first frame's arrival, CLOCK_MONOTONIC).
+    pub trace_epoch_mono_ns: Option<i64>,
 }
 
 impl QueueStats {
@@ -124,7 +151,7 @@ impl QueueStats {
     pub fn json(&self) -> String {
         format!(
             "{{\"enqueued\": {}, \"dropped\": {}, \"sent\": {}, \"sent_bytes\": {}, \"pushed_out\": {}, \
-             \"early_drops\": {}, \"high_water_bytes\": {}, \"high_water_frames\": {}, \
+             \"early_drops\": {}, \"high_water_bytes\": {}, \"high_water_frames\": {}, \"trace_epoch_mono_ns\": {}, \
              \"classes\": {{\"normal\": {}, \"low\": {}}}}}",
             self.normal.enqueued + self.low.enqueued,
             self.dropped(),
@@ -134,6 +161,7 @@ impl QueueStats {
             self.early_drops,
             self.high_water_bytes,
             self.high_water_frames,
+            self.trace_epoch_mono_ns.map_or("null".to_string(), |t| t.to_string()),
             self.normal.json(),
             self.low.json()
         )
@@ -185,6 +213,8 @@ pub struct Bottleneck {
     carry: u64,
     clock: i64,
     red: RedState,
+    /// With a trace link: where the direction is in its trace.
+    trace: Option<TraceDrain>,
     pub stats: QueueStats,
 }
 
@@ -192,7 +222,6 @@ impl Bottleneck {
     pub fn new(cfg: QueueConfig) -> Bottleneck {
         assert!(cfg.rate_bps > 0, "a bottleneck needs a rate");
         Bottleneck {
-            cfg,
             entries: VecDeque::with_capacity(1024),
             first_pos: 0,
             low_pos: VecDeque::new(),
@@ -204,6 +233,8 @@ impl Bottleneck {
             carry: 0,
             clock: i64::MIN,
             red: RedState { avg: 0.0, count: -1, idle_since: None, rng: 0x9E37_79B9_7F4A_7C15 },
+            trace: cfg.trace.as_ref().map(|t| TraceDrain::new(t.trace.clone(), t.opportunity_bytes)),
+            cfg,
             stats: QueueStats::default(),
         }
     }
@@ -244,7 +275,14 @@ impl Bottleneck {
             self.carry = 0;
         }
         let start = arrival.max(self.last_departure);
-        self.head_departure = Some(start + self.serialise_ns(bytes));
+        self.head_departure = Some(match self.trace.as_mut() {
+            Some(trace) => {
+                let departure = trace.depart(start, bytes);
+                self.stats.trace_epoch_mono_ns = trace.epoch();
+                departure
+            }
+            None => start + self.serialise_ns(bytes),
+        });
     }
 
     /// Move every frame whose departure is ≤ `t` out, in order: (id, departure ns).
@@ -393,7 +431,7 @@ mod tests {
     const MBIT: u64 = 1_000_000;
 
     fn q(rate_bps: u64, limit: u64, policy: Policy) -> Bottleneck {
-        Bottleneck::new(QueueConfig { rate_bps, limit_bytes: limit, policy, low_dscp: 1 << DEFAULT_LOW_DSCP })
+        Bottleneck::new(QueueConfig { rate_bps, limit_bytes: limit, policy, low_dscp: 1 << DEFAULT_LOW_DSCP, trace: None })
     }
 
     /// Offer and return (accepted, pushed-out ids); departures go to `dep`.
@@ -411,10 +449,37 @@ mod tests {
 
     #[test]
     fn classifies_by_the_configured_dscp_set() {
-        let c = QueueConfig { rate_bps: 1, limit_bytes: 1, policy: Policy::DropTail, low_dscp: (1 << 14) | (1 << 12) };
+        let c = QueueConfig { rate_bps: 1, limit_bytes: 1, policy: Policy::DropTail, low_dscp: (1 << 14) | (1 << 12), trace: None };
         assert!(c.is_low(Some(14)) && c.is_low(Some(12)));
         assert!(!c.is_low(Some(0)) && !c.is_low(Some(46)) && !c.is_low(None) && !c.is_low(Some(64)));
         assert!(c.json().contains("\"low_dscp\": [12, 14]"), "{}", c.json());
+    }
+
+    #[test]
+    fn a_trace_link_sends_at_its_opportunities_and_its_buffer_still_drops() {
+        // One opportunity per ms at 2, 3, 4, 5 ms of a 5 ms period; a buffer of 3 frames.
+        let trace = Arc::new(Trace::parse("2\n3\n4\n5\n").unwrap());
+        let link = TraceLink { trace: trace.clone(), path: "t".into(), opportunity_bytes: 1514 };
+        let mut b = Bottleneck::new(QueueConfig {
+            rate_bps: trace.mean_bps(1514),
+            limit_bytes: 3 * 1514,
+            policy: Policy::DropTail,
+            low_dscp: 0,
+            trace: Some(link),
+        });
+        let ms = 1_000_000;
+        let mut dep = Vec::new();
+        // Four frames at once (the trace starts with the first): three fit, one is dropped.
+        let admitted: Vec<bool> = (0..4).map(|id| offer(&mut b, id, 1514, false, 10 * ms, &mut dep).0).collect();
+        assert_eq!(admitted, [true, true, true, false]);
+        // At 12.5 ms the first has left (12 ms), so a fifth fits; it leaves at 15 ms.
+        assert!(offer(&mut b, 4, 1514, false, 12 * ms + ms / 2, &mut dep).0);
+        let mut out = dep.clone();
+        out.extend(drain(&mut b));
+        assert_eq!(out, vec![(0, 12 * ms), (1, 13 * ms), (2, 14 * ms), (4, 15 * ms)]);
+        assert_eq!(b.stats.dropped(), 1);
+        assert!(b.config().json().contains("\"trace\": {\"path\": \"t\", \"opportunities\": 4, \"period_ms\": 5"));
+        assert_eq!(b.stats.trace_epoch_mono_ns, Some(10 * ms));
     }
 
     #[test]
