@@ -1,0 +1,130 @@
+"""Delivery-opportunity traces in mahimahi's format: read, write, summarise and generate.
+
+A trace is one line per delivery opportunity of one MTU-sized packet, the number being
+the millisecond at which it occurs; the file loops, its last value being the period
+(mahimahi's `mm-link`, and startlab's delay line with `--trace-D`). startlab generates
+its own traces from stated, seeded models; users point a profile at files they have.
+
+Models (rates in bit/s of MTU-sized packets, `mtu` bytes each):
+- constant: evenly spread opportunities, exactly the rate over every millisecond boundary;
+- poisson: opportunities of a Poisson process of the rate (exponential gaps), as the
+  Pantheon calibrated emulators' "Poisson" paths;
+- onoff: a two-state Markov chain with exponential sojourns (mean_on_s, mean_off_s),
+  a Poisson process of rate_on_bps while on, of rate_off_bps (default 0) while off.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from machine.errors import UserError
+
+# The bytes of one opportunity's packet (an MTU of IP), as mm-link counts them.
+DEFAULT_MTU = 1500
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Opportunity times in ms within one period; `period_ms` is the last one."""
+    opportunities_ms: tuple[int, ...]
+
+    @property
+    def period_ms(self) -> int:
+        return self.opportunities_ms[-1]
+
+    def mean_bps(self, mtu: int = DEFAULT_MTU) -> float:
+        return len(self.opportunities_ms) * mtu * 8 / (self.period_ms / 1e3)
+
+    def rates_bps(self, window_ms: int, mtu: int = DEFAULT_MTU) -> np.ndarray:
+        """The rate the trace offers in each `window_ms` window of one period."""
+        counts = np.bincount(np.asarray(self.opportunities_ms) // window_ms,
+                             minlength=-(-self.period_ms // window_ms))
+        return counts * mtu * 8 / (window_ms / 1e3)
+
+    def text(self) -> str:
+        return "".join(f"{ms}\n" for ms in self.opportunities_ms)
+
+
+def parse(text: str, where: str = "trace") -> Trace:
+    """mahimahi's format; errors name the file and line."""
+    times: list[int] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if not line.isdigit():
+            raise UserError(f"{where}, line {n}: {line!r} is not a whole number of milliseconds")
+        ms = int(line)
+        if times and ms < times[-1]:
+            raise UserError(f"{where}, line {n}: {ms} ms comes before the previous line's {times[-1]} ms")
+        times.append(ms)
+    if not times:
+        raise UserError(f"{where}: the trace has no delivery opportunity")
+    if times[-1] == 0:
+        raise UserError(f"{where}: the last opportunity is at 0 ms: the trace has no period to loop over")
+    return Trace(tuple(times))
+
+
+def read(path: Path) -> Trace:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UserError(f"cannot read the trace {path}: {e.strerror}") from None
+    return parse(text, str(path))
+
+
+def _close(ms: list[int], period_ms: int) -> Trace:
+    """A period of `period_ms`: mm-link's period is the last line, so the last opportunity
+    moves to the period's last ms (or one is put there if there is none)."""
+    ms = sorted(m for m in ms if 0 <= m <= period_ms)
+    if ms and ms[-1] != period_ms:
+        ms[-1] = period_ms
+    return Trace(tuple(ms or [period_ms]))
+
+
+def _from_times(times_s: np.ndarray, duration_s: float) -> Trace:
+    """Opportunities at `times_s` (seconds), each in the whole ms it falls in (1-based, as
+    an opportunity in the first ms is at 1), over a period of the duration."""
+    period_ms = int(round(duration_s * 1e3))
+    return _close([int(m) for m in np.floor(np.asarray(times_s) * 1e3) + 1], period_ms)
+
+
+def constant(rate_bps: float, duration_s: float, mtu: int = DEFAULT_MTU) -> Trace:
+    """Opportunities at `rate_bps` spread evenly: at each ms, as many as have fallen due."""
+    per_ms = rate_bps / (mtu * 8) / 1e3
+    period_ms = int(round(duration_s * 1e3))
+    due = np.floor(np.arange(1, period_ms + 1) * per_ms + 1e-9).astype(np.int64)
+    counts = np.diff(np.concatenate(([0], due)))
+    return _close([int(t) for t in np.repeat(np.arange(1, period_ms + 1), counts)], period_ms)
+
+
+def poisson(rate_bps: float, duration_s: float, seed: int, mtu: int = DEFAULT_MTU) -> Trace:
+    """A Poisson process of `rate_bps` in MTU-sized packets."""
+    rng = np.random.default_rng(seed)
+    return _from_times(_poisson_times(rng, rate_bps / (mtu * 8), 0.0, duration_s), duration_s)
+
+
+def onoff(rate_on_bps: float, mean_on_s: float, mean_off_s: float, duration_s: float, seed: int,
+          rate_off_bps: float = 0.0, mtu: int = DEFAULT_MTU) -> Trace:
+    """A two-state Markov-modulated Poisson process, starting in the on state."""
+    rng = np.random.default_rng(seed)
+    t, on, parts = 0.0, True, []
+    while t < duration_s:
+        end = min(duration_s, t + rng.exponential(mean_on_s if on else mean_off_s))
+        rate = (rate_on_bps if on else rate_off_bps) / (mtu * 8)
+        parts.append(_poisson_times(rng, rate, t, end))
+        t, on = end, not on
+    return _from_times(np.concatenate(parts) if parts else np.array([]), duration_s)
+
+
+def _poisson_times(rng: np.random.Generator, per_s: float, start: float, end: float) -> np.ndarray:
+    if per_s <= 0 or end <= start:
+        return np.array([])
+    n = rng.poisson(per_s * (end - start))
+    return np.sort(rng.uniform(start, end, n))
+
+
+MODELS: dict[str, Callable[..., Trace]] = {"constant": constant, "poisson": poisson, "onoff": onoff}

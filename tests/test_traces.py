@@ -1,0 +1,57 @@
+"""Delivery-opportunity traces (links/traces.py): mahimahi's format and the seeded models."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from links import traces
+from machine.errors import UserError
+
+PACKET_BITS = 1500 * 8
+
+
+def test_reads_mahimahi_format_and_names_the_bad_line(tmp_path):
+    t = traces.parse("1\n1\n3\n\n7\n")
+    assert t.opportunities_ms == (1, 1, 3, 7) and t.period_ms == 7
+    assert t.mean_bps() == pytest.approx(4 * PACKET_BITS / 0.007)
+    assert traces.parse(t.text()) == t
+    for text, why in (("1\nx\n", "line 2: 'x' is not a whole number"), ("5\n3\n", "line 2: 3 ms comes before"),
+                      ("-1\n2\n", "line 1: '-1' is not a whole number"), ("", "no delivery opportunity"),
+                      ("0\n0\n", "no period")):
+        with pytest.raises(UserError, match=why):
+            traces.parse(text, "t.trace")
+    with pytest.raises(UserError, match="cannot read the trace"):
+        traces.read(tmp_path / "missing.trace")
+
+
+def test_a_constant_trace_offers_its_rate_in_every_millisecond_window():
+    t = traces.constant(48e6, 1.0)                       # 4 packets per ms exactly
+    assert t.period_ms == 1000 and len(t.opportunities_ms) == 4000
+    assert set(np.bincount(t.opportunities_ms)[1:]) == {4}
+    odd = traces.constant(10e6, 1.2)                     # 0.8333 packets per ms
+    assert len(odd.opportunities_ms) == 1000 and odd.period_ms == 1200
+    # Never more than one packet apart from the exact rate at any ms.
+    due = np.arange(1, 1201) * 10e6 / PACKET_BITS / 1e3
+    have = np.searchsorted(odd.opportunities_ms, np.arange(1, 1201), side="right")
+    assert np.max(np.abs(have - due)) <= 1
+
+
+def test_poisson_traces_are_seeded_and_have_their_rate():
+    a, b = traces.poisson(12e6, 20.0, seed=7), traces.poisson(12e6, 20.0, seed=7)
+    assert a == b and a != traces.poisson(12e6, 20.0, seed=8)
+    # 1000 packets/s for 20 s: 20,000 ± 3 standard deviations (√20000 ≈ 141).
+    assert abs(len(a.opportunities_ms) - 20_000) < 3 * 141
+    # Exponential gaps: at one packet per ms, the next one falls in the same ms with
+    # probability ∫₀¹ (1 − e^−(1−u)) du = 1/e.
+    same_ms = np.mean(np.diff(a.opportunities_ms) == 0)
+    assert abs(same_ms - 1 / np.e) < 0.02, same_ms
+
+
+def test_an_onoff_trace_has_silences_and_its_on_rate():
+    t = traces.onoff(24e6, mean_on_s=0.5, mean_off_s=0.5, duration_s=60.0, seed=3)
+    windows = t.rates_bps(100)
+    off = np.mean(windows == 0)
+    assert 0.3 < off < 0.6, off                 # about half the time off (in 100 ms windows)
+    on = windows[windows > 0]
+    assert np.median(on) == pytest.approx(24e6, rel=0.25)
+    assert traces.MODELS["onoff"] is traces.onoff
