@@ -80,6 +80,11 @@ class LineQueue:
     policy: str = "droptail"
     low_dscp: tuple[int, ...] = (AF13,)
     red: tuple[int, int, float] | None = None
+    # A trace of delivery opportunities (links/traces.py) drains the queue instead of the
+    # rate, which is then the trace's mean (for sizing); each opportunity carries one frame
+    # of opportunity_bytes (an MTU-sized packet with its Ethernet header).
+    trace: Path | None = None
+    opportunity_bytes: int = 1514
 
     def __post_init__(self) -> None:
         if not self.rate_bps or self.rate_bps <= 0:
@@ -98,8 +103,9 @@ def queue_flags(direction: str, queue: LineQueue | None) -> list[str]:
     """The delay line's flags for one direction's queue ('ab' or 'ba'); none without a queue."""
     if queue is None:
         return []
-    flags = [f"--rate-{direction}-bps", str(round(queue.rate_bps)),
-             f"--limit-{direction}-bytes", str(int(queue.limit_bytes)),
+    drain = ([f"--trace-{direction}", str(queue.trace), f"--opportunity-{direction}-bytes", str(queue.opportunity_bytes)]
+             if queue.trace is not None else [f"--rate-{direction}-bps", str(round(queue.rate_bps))])
+    flags = [*drain, f"--limit-{direction}-bytes", str(int(queue.limit_bytes)),
              f"--policy-{direction}", queue.policy,
              f"--low-dscp-{direction}", ",".join(str(d) for d in sorted(set(queue.low_dscp)))]
     if queue.red is not None:

@@ -2,6 +2,8 @@
 and push-out on a real network (root)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from timing import timing_check
@@ -17,6 +19,9 @@ def test_queue_flags_name_the_direction_and_default_to_af13_droptail():
     q = delay.LineQueue(10e6, 50_000, policy="red", low_dscp=(14, 12, 14), red=(10_000, 40_000, 0.2))
     assert delay.queue_flags("ba", q)[-4:] == ["--low-dscp-ba", "12,14", "--red-ba", "10000,40000,0.2"]
     assert delay.queue_flags("ab", None) == []
+    q = delay.LineQueue(24e6, 60_000, trace=Path("/t/lte.trace"))
+    assert delay.queue_flags("ab", q)[:6] == ["--trace-ab", "/t/lte.trace", "--opportunity-ab-bytes", "1514",
+                                              "--limit-ab-bytes", "60000"]
 
 
 def test_line_command_carries_the_queues(tmp_path):
