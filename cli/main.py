@@ -76,11 +76,12 @@ def cmd_fidelity(args) -> int:
     from scenarios.emulator_check import measure, print_result
     from links.profiles import get_profile
     from links.shapers import from_cli
-    shaper = from_cli(args.shaper)
+    from links.shapers import default_for
     from machine.capabilities import require_root
     from links.hostfit import FIXED
     require_root()
     profile = get_profile(args.profile)
+    shaper = from_cli(args.shaper) if args.shaper else default_for([profile])
     try:
         result = measure(profile, delay_backend=args.delay_backend, pings=args.pings, shaper=shaper,
                          tuning=FIXED if args.tuning == "fixed" else None)
@@ -407,8 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delay element in the core (default auto: startlab's delay line on every kernel; "
                         "netem: the kernel's sch_netem, where present)")
     p.add_argument("--pings", type=int, default=200, help="idle RTT samples (default 200, at least 100)")
-    p.add_argument("--shaper", default="tbf", choices=shapers.cli_choices(),
-                   help="how the bottleneck queues: tc tbf (default) or the delay line's own queue [with a policy]")
+    p.add_argument("--shaper", choices=shapers.cli_choices(),
+                   help="how the bottleneck queues: tc tbf (default) or the delay line's own queue [with a policy] "
+                        "(the default for a trace link)")
     p.add_argument("--tuning", default="measured", choices=["measured", "fixed"],
                    help="the emulator's timing parameters: from this host's calibration (default) or the old "
                         "fixed constants (80 µs timer lead, 500 µs tbf bucket), for comparison")

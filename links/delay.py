@@ -85,6 +85,8 @@ class LineQueue:
     # of opportunity_bytes (an MTU-sized packet with its Ethernet header).
     trace: Path | None = None
     opportunity_bytes: int = 1514
+    # Probability that an arriving frame is lost on the link (Bernoulli), before the queue.
+    loss: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.rate_bps or self.rate_bps <= 0:
@@ -97,6 +99,8 @@ class LineQueue:
             raise ValueError(f"DSCP values are 0..63, got {self.low_dscp}")
         if self.red is not None and self.policy != "red":
             raise ValueError("red thresholds apply to the red policy only")
+        if not 0 <= self.loss < 1:
+            raise ValueError(f"loss is a probability from 0 up to 1, got {self.loss}")
 
 
 def queue_flags(direction: str, queue: LineQueue | None) -> list[str]:
@@ -111,6 +115,8 @@ def queue_flags(direction: str, queue: LineQueue | None) -> list[str]:
     if queue.red is not None:
         lo, hi, p = queue.red
         flags += [f"--red-{direction}", f"{int(lo)},{int(hi)},{p}"]
+    if queue.loss:
+        flags += [f"--loss-{direction}", repr(queue.loss)]
     return flags
 
 

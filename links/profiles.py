@@ -11,11 +11,13 @@ from pathlib import Path
 
 from config import yamlfile
 from config.yamlfile import Fields
+from links import traces
 from machine.errors import UserError
 from wire.blitzstart import TECHNOLOGIES
 from wire.tcpip import ETH_HEADER, tcp_mss
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
+TRACES_DIR = Path(__file__).with_name("traces")
 
 
 # Limits that catch typos (a rate in bit/s written into a Mbit/s field) without
@@ -23,6 +25,7 @@ PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 MAX_RATE_MBPS = 10_000
 MAX_RTT_MS = 10_000
 MAX_BUFFER_PKTS = 100_000
+MAX_LOSS = 0.5
 
 # tc tbf under-shapes with a burst of one MTU: when a packet must wait for tokens, the
 # watchdog timer fires late and the tokens of that delay are lost beyond the bucket. How
@@ -50,6 +53,13 @@ class LinkProfile:
     offload: bool = False     # GSO/TSO/GRO on: for rate ceilings, not packet-exact captures
     source: str = ""
     access: str = "unknown"   # access technology of the client side (Blitzstart's hint names it)
+    # A trace of delivery opportunities per direction (links/traces.py) instead of a rate:
+    # the file as given (relative: in links/traces/); the direction's rate is its mean.
+    trace_down: str | None = None
+    trace_up: str | None = None
+    # Random (Bernoulli) loss of the frames entering each direction's bottleneck.
+    loss_down: float = 0.0
+    loss_up: float = 0.0
 
     # -- derived figures ------------------------------------------------------------
     def rate_bps(self, direction: str) -> float:
@@ -57,6 +67,23 @@ class LinkProfile:
         if direction not in ("down", "up"):
             raise ValueError(direction)
         return (self.down_mbps if direction == "down" else self.up_mbps) * 1e6
+
+    def trace_path(self, direction: str) -> Path | None:
+        """The trace that drains `direction`'s bottleneck, or None for a fixed rate."""
+        name = {"down": self.trace_down, "up": self.trace_up}[direction]
+        return None if name is None else trace_file(name)
+
+    @property
+    def is_trace(self) -> bool:
+        return self.trace_down is not None or self.trace_up is not None
+
+    def loss(self, direction: str) -> float:
+        return {"down": self.loss_down, "up": self.loss_up}[direction]
+
+    @property
+    def needs_link_model(self) -> bool:
+        """More than a fixed rate: only the delay line's queue emulates it."""
+        return self.is_trace or bool(self.loss_down or self.loss_up)
 
     @property
     def frame_bytes(self) -> int:
@@ -116,11 +143,35 @@ class LinkProfile:
         return d
 
 
+def trace_file(name: str) -> Path:
+    """A profile's trace: an absolute path as it is, a relative one in links/traces/."""
+    path = Path(name)
+    return path if path.is_absolute() else TRACES_DIR / path
+
+
+def _rate_mbps(fields: Fields, direction: str, mtu: int) -> tuple[float, str | None]:
+    """A direction's rate: `<direction>_mbps`, or the mean of `trace_<direction>`."""
+    rate_key, trace_key = f"{direction}_mbps", f"trace_{direction}"
+    if not fields.has(trace_key):
+        if not fields.has(rate_key):
+            raise fields.error(rate_key, f"missing: give {rate_key} (Mbit/s) or {trace_key} (a trace file)")
+        return fields.number(rate_key, low=0.001, high=MAX_RATE_MBPS), None
+    if fields.has(rate_key):
+        raise fields.error(rate_key, f"give {rate_key} or {trace_key}, not both: a trace link's rate is its trace's")
+    name = fields.text(trace_key)
+    try:
+        trace = traces.read(trace_file(name))
+    except UserError as e:
+        raise fields.error(trace_key, str(e)) from None
+    return trace.mean_bps(mtu + ETH_HEADER) / 1e6, name
+
+
 def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
-    fields.unknown({"down_mbps", "up_mbps", "rtt_ms", "buffer_pkts", "buffer_ms", "mtu",
-                    "topology", "offload", "source", "access"})
-    down = fields.number("down_mbps", low=0.001, high=MAX_RATE_MBPS)
-    up = fields.number("up_mbps", low=0.001, high=MAX_RATE_MBPS)
+    fields.unknown({"down_mbps", "up_mbps", "trace_down", "trace_up", "loss_down", "loss_up", "rtt_ms",
+                    "buffer_pkts", "buffer_ms", "mtu", "topology", "offload", "source", "access"})
+    mtu = int(fields.number("mtu", 1500, low=576, high=9000, integer=True))
+    down, trace_down = _rate_mbps(fields, "down", mtu)
+    up, trace_up = _rate_mbps(fields, "up", mtu)
     rtt = fields.number("rtt_ms", low=0.1, high=MAX_RTT_MS)
     if fields.has("buffer_pkts") == fields.has("buffer_ms"):
         raise fields.error("buffer_pkts", "give exactly one of buffer_pkts or buffer_ms")
@@ -129,12 +180,14 @@ def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
         buffer_pkts = int(fields.number("buffer_pkts", low=1, high=MAX_BUFFER_PKTS, integer=True))
     else:
         buffer_ms = fields.number("buffer_ms", low=0.1, high=MAX_RTT_MS)
-    mtu = int(fields.number("mtu", 1500, low=576, high=9000, integer=True))
     topology = fields.text("topology", "dumbbell", choices=["dumbbell", "chain"])
     return LinkProfile(name=name, down_mbps=down, up_mbps=up, rtt_ms=rtt, buffer_pkts=buffer_pkts,
                        buffer_ms=buffer_ms, mtu=mtu, topology=topology,
                        offload=fields.flag("offload", False), source=fields.text("source", ""),
-                       access=fields.text("access", "unknown", choices=list(TECHNOLOGIES)))
+                       access=fields.text("access", "unknown", choices=list(TECHNOLOGIES)),
+                       trace_down=trace_down, trace_up=trace_up,
+                       loss_down=fields.number("loss_down", 0.0, low=0.0, high=MAX_LOSS),
+                       loss_up=fields.number("loss_up", 0.0, low=0.0, high=MAX_LOSS))
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, LinkProfile]:

@@ -16,14 +16,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
+from config import yamlfile
+from config.yamlfile import Fields
 from machine.errors import UserError
 
 # The bytes of one opportunity's packet (an MTU of IP), as mm-link counts them.
 DEFAULT_MTU = 1500
+TRACES_DIR = Path(__file__).with_name("traces")
+CATALOGUE_FILE = TRACES_DIR / "catalogue.yaml"
 
 
 @dataclass(frozen=True)
@@ -128,3 +132,65 @@ def _poisson_times(rng: np.random.Generator, per_s: float, start: float, end: fl
 
 
 MODELS: dict[str, Callable[..., Trace]] = {"constant": constant, "poisson": poisson, "onoff": onoff}
+
+
+# -- the catalogue of startlab's own traces (links/traces/catalogue.yaml) ------------------
+
+# Each model's fields in the catalogue: (field, converted keyword, factor); rates in Mbit/s.
+MODEL_FIELDS: dict[str, tuple[tuple[str, str, float], ...]] = {
+    "constant": (("rate_mbps", "rate_bps", 1e6), ("duration_s", "duration_s", 1.0)),
+    "poisson": (("rate_mbps", "rate_bps", 1e6), ("duration_s", "duration_s", 1.0), ("seed", "seed", 1)),
+    "onoff": (("rate_on_mbps", "rate_on_bps", 1e6), ("mean_on_s", "mean_on_s", 1.0),
+              ("mean_off_s", "mean_off_s", 1.0), ("duration_s", "duration_s", 1.0), ("seed", "seed", 1),
+              ("rate_off_mbps", "rate_off_bps", 1e6)),
+}
+OPTIONAL_FIELDS = {"rate_off_mbps": 0.0}
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    name: str
+    model: str
+    params: dict[str, Any]        # the model function's keywords
+    source: str
+
+    def generate(self) -> Trace:
+        return MODELS[self.model](**self.params)
+
+    @property
+    def path(self) -> Path:
+        return TRACES_DIR / f"{self.name}.trace"
+
+
+def catalogue(path: Path = CATALOGUE_FILE) -> dict[str, CatalogueEntry]:
+    top = Fields(path, yamlfile.load(path), "")
+    top.unknown({"format", "traces"})
+    table = top.sub("traces")
+    entries = {}
+    for name in table.data:
+        f = table.sub(name)
+        model = f.text("model", choices=list(MODELS))
+        fields = MODEL_FIELDS[model]
+        f.unknown({"model", "source", *(k for k, _, _ in fields)})
+        params = {}
+        for key, keyword, factor in fields:
+            integer = key == "seed"
+            value = f.number(key, OPTIONAL_FIELDS.get(key), low=0, high=2 ** 32 if integer else 1e6, integer=integer)
+            params[keyword] = int(value) if integer else value * factor
+        entries[name] = CatalogueEntry(name, model, params, f.text("source", ""))
+    return entries
+
+
+def write_catalogue(path: Path = CATALOGUE_FILE) -> list[Path]:
+    """(Re)generate every catalogue trace into links/traces/."""
+    written = []
+    for entry in catalogue(path).values():
+        entry.path.write_text(entry.generate().text())
+        written.append(entry.path)
+    return written
+
+
+if __name__ == "__main__":
+    for p in write_catalogue():
+        t = read(p)
+        print(f"{p}: {len(t.opportunities_ms)} opportunities over {t.period_ms} ms, {t.mean_bps() / 1e6:.3f} Mbit/s")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from machine.errors import UserError
 from hosts.apps import Iperf3Server, iperf3_reverse_client
 from machine import host
 from machine.host import HostTiming
@@ -199,6 +200,11 @@ def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 2
     (a test builds a path 5 % off and sees the check fail). Application logs and the delay
     element's counters go to `workdir`; without one to a temporary directory, removed after.
     """
+    if (built or profile).needs_link_model:
+        # A fixed rate's checks (rate within 1 %, every drop a full queue's) would misjudge a
+        # trace link's varying rate and a lossy link's random drops.
+        raise UserError(f"fidelity does not judge trace or lossy links yet: profile {profile.name} is one "
+                        "(its departures follow the trace's opportunities, not a rate)")
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
             return _measure(profile, built or profile, delay_backend, pings, Path(tmp), tcp, shaper, tuning, monitor_hog)

@@ -196,11 +196,16 @@ def _sweep(fields: Fields, workload: Workload) -> Sweep:
     return Sweep(param, [declared.normalise(v) for v in values])
 
 
-def _shaper(fields: Fields) -> Shaper:
-    """`shaper: {kind: tbf}` (the default) or another kind of links/shapers/ with
-    its own fields: how the bottleneck queues."""
+def _shaper(fields: Fields, profiles: list[LinkProfile]) -> Shaper:
+    """`shaper: {kind: tbf}` (the default; the delay line's queue where a profile is a
+    trace link) or another kind of links/shapers/ with its own fields: how the bottleneck
+    queues."""
     kinds = shapers.registry()
-    return kinds[fields.text("kind", choices=list(kinds))].from_fields(fields)
+    shaper = kinds[fields.text("kind", choices=list(kinds))].from_fields(fields)
+    refusal = next(filter(None, (shapers.refusal(shaper, p) for p in profiles)), None)
+    if refusal:
+        raise fields.error("kind", refusal)
+    return shaper
 
 
 def _variants(path: Path, top: Fields) -> dict[str, Variant]:
@@ -262,7 +267,7 @@ SCENARIO_FIELDS = {
     "repetitions": "runs per cell (1 … 10000); default 1",
     "seed": "seed of the run order and of the workloads' randomness; default 1",
     "sweep": "`param:` a numeric workload parameter and its `values:` (one cell per value)",
-    "shaper": "`kind:` how the bottleneck queues (below); default tbf",
+    "shaper": "`kind:` how the bottleneck queues (below); default tbf, delayline where a profile is a trace link",
 }
 
 
@@ -314,7 +319,7 @@ def load_scenario(path: Path | str) -> Scenario:
         seed=int(top.number("seed", 1, low=0, high=2 ** 32, integer=True)),
         text_hash=hashlib.sha256(path.read_bytes()).hexdigest(),
         sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None,
-        shaper=_shaper(top.sub("shaper")) if top.has("shaper") else Tbf())
+        shaper=_shaper(top.sub("shaper"), profiles) if top.has("shaper") else shapers.default_for(profiles))
 
 
 def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, variants: str | None,

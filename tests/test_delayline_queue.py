@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from links.hostfit import LATE_P99_US
 from timing import timing_check
 from links import delay
 
@@ -22,6 +23,7 @@ def test_queue_flags_name_the_direction_and_default_to_af13_droptail():
     q = delay.LineQueue(24e6, 60_000, trace=Path("/t/lte.trace"))
     assert delay.queue_flags("ab", q)[:6] == ["--trace-ab", "/t/lte.trace", "--opportunity-ab-bytes", "1514",
                                               "--limit-ab-bytes", "60000"]
+    assert delay.queue_flags("ba", delay.LineQueue(1e6, 3000, loss=0.0477))[-2:] == ["--loss-ba", "0.0477"]
 
 
 def test_line_command_carries_the_queues(tmp_path):
@@ -41,6 +43,7 @@ def test_line_command_carries_the_queues(tmp_path):
     ({"rate_bps": 1e6, "limit_bytes": 1, "policy": "codel"}, "unknown queue policy"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "low_dscp": (64,)}, "0..63"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "red": (1, 2, 0.1)}, "red policy only"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "loss": 1.0}, "probability"),
 ])
 def test_line_queue_refuses_nonsense(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -146,3 +149,69 @@ def test_pushout_drops_marked_traffic_before_unmarked(clean_machine, tmp_path, h
                  low["lost"] > 0.2 * low["expected"], f"AF13 lost {low['lost']} of {low['expected']}")
     assert q["pushed_out"] > 0
     assert normal["reordered"] == 0 and low["reordered"] == 0
+
+
+@pytest.mark.root
+def test_a_trace_link_delivers_at_its_opportunities_and_its_bytes_per_interval(clean_machine, tmp_path, host_watch):
+    """A flood through a trace link (an on/off Poisson trace, links/traces.py): captured at
+    the receiver, every frame left the queue at one of the trace's opportunities (its
+    arrival less the one-way delay: never early, late by the line's release only), and while
+    the queue was backlogged the frames per 100 ms are the trace's opportunities then."""
+    import time as clock
+
+    import numpy as np
+
+    from hosts.quic.quic_net import read_udp_pcap
+    from links import traces
+    from links.delayline.line_net import FLOOD_PAYLOAD, H2, flood, line_net
+    trace = traces.onoff(24e6, mean_on_s=0.3, mean_off_s=0.1, duration_s=10.0, seed=5)
+    path = tmp_path / "onoff.trace"
+    path.write_text(trace.text())
+    frame = FLOOD_PAYLOAD + 42
+    queue = delay.LineQueue(trace.mean_bps(frame), 400 * frame, trace=path, opportunity_bytes=frame)
+    pcap = tmp_path / "rx.pcap"
+    with line_net() as ln:
+        element = _line(ln, tmp_path, queue)
+        try:
+            dump = ln.h2.popen(["tcpdump", "-i", f"{ln.instance.prefix}{H2}-eth0", "-s", "64", "-n", "-U",
+                                "--time-stamp-precision", "nano", "-w", str(pcap), "udp"],
+                               stderr=open(tmp_path / "tcpdump.err", "w"))
+            clock.sleep(1.0)
+            result = flood(ln, 24e6, FLOOD_S)
+            stats = element.snapshot()
+            clock.sleep(0.3)
+            dump.terminate()
+            dump.wait(10)
+        finally:
+            final = element.stop()
+    flags = host_watch.flags([final])
+    q = stats["a_to_b"]["queue"]
+    # The trace's start on the capture's clock (realtime): the line keeps it on CLOCK_MONOTONIC.
+    offset_ns = clock.clock_gettime_ns(clock.CLOCK_MONOTONIC) - clock.time_ns()
+    epoch_s = (q["trace_epoch_mono_ns"] - offset_ns) / 1e9
+    rx = np.array([d.ts for d in read_udp_pcap(pcap) if d.length == FLOOD_PAYLOAD])
+    left = rx - ONE_WAY_S - epoch_s                       # when each frame left the queue, from the epoch
+    period_s = trace.period_ms / 1e3
+    opp = np.asarray(trace.opportunities_ms) / 1e3
+    within = np.mod(left, period_s)
+    k = np.searchsorted(opp, within + 50e-6, side="right") - 1   # the last opportunity not after it
+    lateness = within - np.where(k >= 0, opp[np.maximum(k, 0)], opp[-1] - period_s)
+    early = int(np.sum(lateness < -50e-6))
+    late_p99 = float(np.percentile(lateness, 99)) * 1e6
+    # Per 100 ms while backlogged (the flood runs at 1.5 × the on rate and the buffer holds
+    # 400 frames: every window from 0.5 s in until the flood ends), frames = opportunities.
+    windows = np.arange(0.5, FLOOD_S - 0.5, 0.1)
+    sent = np.histogram(left, bins=windows)[0]
+    offered = np.histogram(np.concatenate([opp + n * period_s for n in range(int(FLOOD_S / period_s) + 2)]),
+                           bins=windows)[0]
+    mismatch = int(np.max(np.abs(sent - offered)))
+    print(f"trace link: {len(rx)} frames, early {early}, lateness p99 {late_p99:.0f} µs, "
+          f"per-100-ms mismatch max {mismatch} (of up to {offered.max()}), queue {q}")
+    assert result["reordered"] == 0 and len(rx) > 1000
+    timing_check("no frame leaves before its opportunity", flags, early == 0, f"{early} early")
+    timing_check(f"release lateness p99 within {LATE_P99_US} µs", flags, late_p99 <= LATE_P99_US,
+                 f"p99 {late_p99:.0f} µs")
+    # One frame may sit on either side of a window's edge by its lateness.
+    timing_check("frames per 100 ms are the trace's opportunities (±1)", flags, mismatch <= 1,
+                 f"max difference {mismatch}")
+    assert q["dropped"] == result["lost"]

@@ -131,3 +131,12 @@ def test_only_a_queue_that_emulates_wire_time_holds_a_lone_frame():
     assert DelayLineQueue().lone_frame_delay_s(q, 98) == pytest.approx(98 * 8 / 1.5e6)
     # a token bucket with a frame's tokens sends a lone frame at once
     assert Tbf().lone_frame_delay_s(q, 98) == 0 and Htb().lone_frame_delay_s(q, 98) == 0
+
+
+def test_fidelity_refuses_trace_and_lossy_links_with_the_reason():
+    """A fixed rate's checks would misjudge them: refused before anything is built."""
+    from links.profiles import get_profile
+    from machine.errors import UserError
+    from scenarios.emulator_check import measure
+    with pytest.raises(UserError, match="does not judge trace or lossy links yet: profile pantheon-india"):
+        measure(get_profile("pantheon-india"))

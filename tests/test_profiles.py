@@ -116,3 +116,51 @@ def test_tbf_counters_read_sent_bytes_packets_and_drops():
            " backlog 0b 0p requeues 0\n")
     assert tbf_counters(out) == {"sent_bytes": 13406791, "sent_pkts": 8883, "dropped": 937}
     assert tbf_counters("") == {"sent_bytes": 0, "sent_pkts": 0, "dropped": 0}
+
+
+# -- trace links and random loss ---------------------------------------------------------------
+
+def test_a_trace_link_takes_its_rate_from_its_trace_and_its_loss_from_the_profile(tmp_path):
+    trace = tmp_path / "four-per-ms.trace"
+    trace.write_text("".join(f"{ms}\n" for ms in range(1, 1001) for _ in range(4)))
+    path = tmp_path / "p.yaml"
+    path.write_text(f"profiles:\n  cell:\n    trace_down: {trace}\n    up_mbps: 5\n    rtt_ms: 60\n"
+                    f"    buffer_pkts: 100\n    loss_down: 0.01\n")
+    p = load_profiles(path)["cell"]
+    # Four 1514-byte frames per ms: 48.448 Mbit/s at the link layer (1500-byte packets: 48).
+    assert p.down_mbps == pytest.approx(48.448) and p.up_mbps == 5
+    assert p.trace_path("down") == trace and p.trace_path("up") is None
+    assert (p.loss("down"), p.loss("up")) == (0.01, 0.0) and p.is_trace and p.needs_link_model
+
+
+@pytest.mark.parametrize("extra, field, message", [
+    ("    down_mbps: 5\n    trace_down: x.trace\n", "down_mbps", "not both"),
+    ("    trace_down: {trace}\n", "trace_down", "line 2: 'x' is not a whole number"),
+    ("    trace_down: no-such.trace\n", "trace_down", "cannot read the trace"),
+    ("", "down_mbps", "give down_mbps (Mbit/s) or trace_down"),
+    ("    down_mbps: 5\n    loss_down: 0.9\n", "loss_down", "above the maximum"),
+])
+def test_bad_trace_and_loss_fields_name_the_field(tmp_path, extra, field, message):
+    trace = tmp_path / "bad.trace"
+    trace.write_text("1\nx\n")
+    path = tmp_path / "p.yaml"
+    path.write_text("profiles:\n  cell:\n    up_mbps: 5\n    rtt_ms: 60\n    buffer_pkts: 100\n"
+                    + extra.format(trace=trace))
+    with pytest.raises(UserError) as exc:
+        load_profiles(path)
+    assert f"profiles.cell.{field}: " in str(exc.value) and message in str(exc.value), str(exc.value)
+
+
+def test_pantheon_profiles_are_their_calibrated_paths():
+    """The six calibrated emulators of Pantheon's observatory: trace, RTT = 2 × mm-delay,
+    the uplink queue and loss on the data direction."""
+    profiles = load_profiles()
+    expect = {"pantheon-nepal-india": (0.57, 56, 14, 0.0477), "pantheon-mexico-cellular": (2.64, 176, 130, 0.0),
+              "pantheon-colombia-cellular": (3.04, 260, 426, 0.0), "pantheon-india": (100.42, 54, 173, 0.0),
+              "pantheon-korea-china": (77.72, 102, 94, 0.0006), "pantheon-california-mexico": (114.68, 90, 450, 0.0)}
+    for name, (mbps, rtt, queue, loss) in expect.items():
+        p = profiles[name]
+        # The trace's rate of 1500-byte packets, within a Poisson realisation's 2 %.
+        assert p.down_mbps * 1500 / 1514 == pytest.approx(mbps, rel=0.02), name
+        assert (p.rtt_ms, p.buffer_packets(), p.loss_down, p.loss_up) == (rtt, queue, loss, 0.0), name
+        assert p.trace_down == p.trace_up and p.trace_path("down").is_file()

@@ -194,3 +194,23 @@ def test_shapers_are_declared_by_their_own_classes(tmp_path):
     path.write_text(base + "shaper:\n  kind: tbf\n  policy: red\n")
     with pytest.raises(UserError, match="policy"):
         load_scenario(path)
+
+
+def test_a_trace_or_lossy_profile_gets_the_delay_lines_queue_and_tbf_is_refused(tmp_path):
+    """tbf knows only a fixed rate: a scenario with a trace link (or random loss) defaults to
+    the delay line's queue, and naming tbf is an error at the shaper's line."""
+    from links import shapers
+    from links.profiles import LinkProfile, get_profile
+    base = (Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml").read_text()
+    path = tmp_path / "s.yaml"
+    trace_profiles = base.replace(base[base.index("profiles:"):].splitlines()[0],
+                                  "profiles: [pantheon-mexico-cellular, dsl-fast]")
+    path.write_text(trace_profiles)
+    assert load_scenario(path).shaper.describe()["kind"] == "delayline"
+    path.write_text(trace_profiles + "shaper:\n  kind: tbf\n")
+    with pytest.raises(UserError, match=r"shaper.kind: profile pantheon-mexico-cellular is a trace link .* delayline"):
+        load_scenario(path)
+    assert shapers.default_for([get_profile("dsl-fast")]).describe() == {"kind": "tbf"}
+    lossy = LinkProfile(name="lossy", down_mbps=10, up_mbps=10, rtt_ms=20, buffer_pkts=10, loss_down=0.01)
+    assert "lossy is a lossy link" in shapers.refusal(shapers.from_cli("htb"), lossy)
+    assert shapers.refusal(shapers.from_cli("delayline"), lossy) is None

@@ -55,3 +55,21 @@ def test_an_onoff_trace_has_silences_and_its_on_rate():
     on = windows[windows > 0]
     assert np.median(on) == pytest.approx(24e6, rel=0.25)
     assert traces.MODELS["onoff"] is traces.onoff
+
+
+def test_the_catalogue_traces_are_their_models():
+    """Every trace in links/traces/catalogue.yaml exists, loops over its duration and has its
+    model's rate: exactly for a constant one, within 2 % (a 60 s realisation) for Poisson."""
+    entries = traces.catalogue()
+    assert entries
+    for entry in entries.values():
+        t = traces.read(entry.path)
+        assert t.period_ms == round(entry.params["duration_s"] * 1e3), entry.name
+        rel = 0 if entry.model == "constant" else 0.02
+        assert t.mean_bps() == pytest.approx(entry.params["rate_bps"], rel=rel, abs=1), entry.name
+        assert entry.source
+
+
+def test_a_constant_catalogue_entry_regenerates_exactly(tmp_path):
+    [entry] = [e for e in traces.catalogue().values() if e.name == "constant-77.72mbps"]
+    assert entry.generate().text() == entry.path.read_text()

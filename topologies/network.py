@@ -21,7 +21,7 @@ from machine.host import HostMonitor, HostTiming
 from machine.capabilities import require_root, switch_kind
 from machine.cpuset import own_cpus
 from machine.errors import UserError
-from links import delay
+from links import delay, shapers
 from topologies import endhosts
 from topologies.endhosts import EndHostDefaults
 from links.hostfit import EmulatorTuning, delay_flags, rate_flags, tuning_for
@@ -29,7 +29,6 @@ from topologies.names import PathNames, TOPOLOGIES
 from topologies.path import PathTopo
 from links.profiles import LinkProfile
 from links.shapers import Queue, Shaper
-from links.shapers.tbf import Tbf
 from machine.shell import check_cmd
 
 log = logging.getLogger("startlab.network")
@@ -54,7 +53,7 @@ class Network:
         # Packet-exact captures need one MTU per packet on the wire; profiles made for
         # rate ceilings turn segmentation offloads on.
         self.offload = profile.offload if offload is None else offload
-        self.shaper = shaper or Tbf()
+        self.shaper = shaper or shapers.default_for([profile])
         self.defaults = defaults or EndHostDefaults()
         # (client i, server j) → that pair's base RTT; applied by the delay line in the core.
         self.pair_rtts_ms = dict(pair_rtts_ms or {})
@@ -357,6 +356,9 @@ class Network:
                     check_cmd(node, f"ip neigh replace {peer_ip} lladdr {peer_mac} dev {intf} nud permanent")
 
     def _configure_bottlenecks(self) -> None:
+        refusal = shapers.refusal(self.shaper, self.profile)
+        if refusal:
+            raise UserError(refusal)
         for k in range(1, self.names.routers):
             for direction in ("up", "down"):
                 self.queues.append(self.shaper.install(self, self.names, self.profile, k, direction))

@@ -41,6 +41,8 @@ class Shaper(ABC):
     """Puts a profile's bottleneck queue on a hop and reads its counters."""
     name: str = ""
     delay_backend: str | None = None      # the delay element it needs, if it lives there
+    # Can drain a trace link (links/traces.py) and lose frames at random, not only shape a rate.
+    full_link_model: bool = False
 
     def delay_options(self, hop: int) -> dict:
         """Keyword options for the delay element of `hop` (a queue that lives inside it)."""
@@ -95,3 +97,20 @@ def cli_choices() -> list[str]:
 def from_cli(text: str) -> Shaper:
     """The shaper `--shaper TEXT` names (TEXT is one of cli_choices())."""
     return registry()[text.partition(":")[0]].from_cli(text)
+
+
+def default_for(profiles: list[LinkProfile]) -> Shaper:
+    """The shaper used where none is named: tc tbf, or the delay line's queue where a
+    profile needs more than a fixed rate (a trace link, random loss)."""
+    from links.shapers.delayline import DelayLineQueue
+    from links.shapers.tbf import Tbf
+    return DelayLineQueue() if any(p.needs_link_model for p in profiles) else Tbf()
+
+
+def refusal(shaper: Shaper, profile: LinkProfile) -> str | None:
+    """Why `shaper` cannot shape `profile`, or None."""
+    if profile.needs_link_model and not shaper.full_link_model:
+        what = "a trace link" if profile.is_trace else "a lossy link"
+        return (f"profile {profile.name} is {what} and the {shaper.name} shaper knows only a fixed rate: "
+                "use the delay line's queue (shaper kind delayline, --shaper delayline)")
+    return None

@@ -10,10 +10,13 @@ class DelayLineQueue(Shaper):
     mahimahi's mm-link sits before mm-delay): the profile's rate and buffer, and a drop
     policy tbf cannot offer — `droptail`, `pushout` (a full buffer drops a queued
     low-priority frame, DSCP in `low_dscp`, before anything else: TCP Fast Start's router,
-    §3.2) or `red`. The delay line serialises frames at the rate and never reorders.
+    §3.2) or `red`. The delay line serialises frames at the rate, or sends them at a trace
+    link's delivery opportunities (links/traces.py), loses frames at random where the profile
+    says so, and never reorders.
     """
     name = "delayline"
     delay_backend = "delayline"
+    full_link_model = True
 
     def __init__(self, policy: str = "droptail", low_dscp: tuple[int, ...] = (AF13,)):
         self.policy = policy
@@ -48,7 +51,8 @@ class DelayLineQueue(Shaper):
 
     def install(self, net, names, profile, hop, direction) -> Queue:
         queue = LineQueue(rate_bps=profile.rate_bps(direction), limit_bytes=profile.buffer_bytes(direction),
-                          policy=self.policy, low_dscp=self.low_dscp)
+                          policy=self.policy, low_dscp=self.low_dscp, trace=profile.trace_path(direction),
+                          opportunity_bytes=profile.frame_bytes, loss=profile.loss(direction))
         self._queues[(hop, direction)] = queue
         west, east = names.router(hop), names.router(hop + 1)
         toward_core = (east, names.facing(east, "client")) if direction == "down" else (west, names.facing(west, "server"))
@@ -57,7 +61,8 @@ class DelayLineQueue(Shaper):
                      direction=direction, hop=hop,
                      settings={"shaper": self.name, "rate_bps": queue.rate_bps, "limit_bytes": queue.limit_bytes,
                                "buffer_packets": profile.buffer_packets(direction), "policy": queue.policy,
-                               "low_dscp": list(queue.low_dscp), "line_direction": self.line_direction(direction)},
+                               "low_dscp": list(queue.low_dscp), "line_direction": self.line_direction(direction),
+                               "trace": str(queue.trace) if queue.trace else None, "loss": queue.loss},
                      before=toward_core, after=from_core)
 
     def lone_frame_delay_s(self, queue: Queue, frame_bytes: int) -> float:

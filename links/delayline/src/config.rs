@@ -13,6 +13,7 @@ pub const USAGE: &str = "usage: startlab-delayline --if-a IFA --if-b IFB --delay
   [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red] [--low-dscp-D LIST] [--red-D MIN,MAX,P]]
   or a trace of delivery opportunities (mahimahi's format) instead of the rate:
   [--trace-D PATH [--opportunity-D-bytes N (default 1514: an MTU-sized packet's frame)] --limit-D-bytes N ...]
+  and random (Bernoulli) loss of arriving frames, before the queue: [--loss-D P]
   per-pair delays per direction (lines SRC_IPV4 DST_IPV4 DELAY_US): [--pairs-D PATH]
   the spin window before sparse releases (default 80 and 100): [--spin-lead-us N --spin-max-us N]
 or: startlab-delayline probe --help";
@@ -58,6 +59,7 @@ struct QueueFlags {
     policy: Option<String>,
     low_dscp: Option<u64>,
     red: Option<Red>,
+    loss: Option<f64>,
 }
 
 fn positive(flag: &str, v: &str, what: &str, max: u64) -> Result<u64, String> {
@@ -125,7 +127,7 @@ fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String>
         (Some(r), _) => r,
         (None, Some(t)) => t.trace.mean_bps(t.opportunity_bytes).max(1),
         (None, None) => {
-            if f.limit.is_some() || f.policy.is_some() || f.low_dscp.is_some() || f.red.is_some() {
+            if f.limit.is_some() || f.policy.is_some() || f.low_dscp.is_some() || f.red.is_some() || f.loss.is_some() {
                 return Err(format!("queue options for {} need --rate-{}-bps or --trace-{}", dir, dir, dir));
             }
             return Ok(None);
@@ -141,7 +143,17 @@ fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String>
     if f.red.is_some() && !matches!(policy, Policy::Red(_)) {
         return Err(format!("--red-{} applies to --policy-{} red only", dir, dir));
     }
-    Ok(Some(QueueConfig { rate_bps: rate, limit_bytes: limit, policy, low_dscp: f.low_dscp.unwrap_or(1u64 << DEFAULT_LOW_DSCP), trace }))
+    let loss = f.loss.unwrap_or(0.0);
+    Ok(Some(QueueConfig { rate_bps: rate, limit_bytes: limit, policy, low_dscp: f.low_dscp.unwrap_or(1u64 << DEFAULT_LOW_DSCP), trace, loss }))
+}
+
+/// A loss probability: 0 ≤ p < 1.
+fn probability(flag: &str, v: &str) -> Result<f64, String> {
+    let p: f64 = v.trim().parse().map_err(|_| format!("{} wants a probability, got {:?}", flag, v))?;
+    if !(0.0..1.0).contains(&p) {
+        return Err(format!("{} wants a probability from 0 up to (not including) 1, got {}", flag, p));
+    }
+    Ok(p)
 }
 
 fn delay_ns(flag: &str, v: &str) -> Result<i64, String> {
@@ -209,6 +221,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--trace-ba" => q_ba.trace = Some(PathBuf::from(value)),
             "--opportunity-ab-bytes" => q_ab.opportunity = Some(positive(flag, value, "a byte count", MAX_OPPORTUNITY_BYTES)?),
             "--opportunity-ba-bytes" => q_ba.opportunity = Some(positive(flag, value, "a byte count", MAX_OPPORTUNITY_BYTES)?),
+            "--loss-ab" => q_ab.loss = Some(probability(flag, value)?),
+            "--loss-ba" => q_ba.loss = Some(probability(flag, value)?),
             "--limit-ab-bytes" => q_ab.limit = Some(positive(flag, value, "a byte count", MAX_RING_BYTES)?),
             "--limit-ba-bytes" => q_ba.limit = Some(positive(flag, value, "a byte count", MAX_RING_BYTES)?),
             "--policy-ab" => q_ab.policy = Some(value.to_string()),
@@ -378,6 +392,10 @@ mod tests {
         assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1 --opportunity-ab-bytes 1514".into()).contains("--trace-ab only"));
         assert!(bad(format!("--trace-ab {} --limit-ab-bytes 1", bad_file.display())).contains("line 2: 2 ms comes before"));
         assert!(bad(format!("--trace-ab {} --limit-ab-bytes 1", dir.join("none").display())).contains("--trace-ab"));
+        let c = parse(&args(&format!("{} --trace-ab {} --limit-ab-bytes 30000 --loss-ab 0.0477", OK, good.display()))).unwrap();
+        assert_eq!(c.queue_ab.unwrap().loss, 0.0477);
+        assert!(bad("--loss-ab 0.1".into()).contains("need --rate-ab-bps or --trace-ab"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1 --loss-ab 1".into()).contains("probability"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -77,6 +77,8 @@ pub struct QueueConfig {
     /// Bit d set: DSCP d is low priority.
     pub low_dscp: u64,
     pub trace: Option<TraceLink>,
+    /// Probability that an arriving frame is lost on the link (Bernoulli), before the queue.
+    pub loss: f64,
 }
 
 impl QueueConfig {
@@ -95,6 +97,9 @@ impl QueueConfig {
         );
         if let Policy::Red(r) = self.policy {
             let _ = write!(s, ", \"red\": {{\"min_bytes\": {}, \"max_bytes\": {}, \"max_p\": {}}}", r.min_bytes, r.max_bytes, r.max_p);
+        }
+        if self.loss > 0.0 {
+            let _ = write!(s, ", \"loss\": {}", self.loss);
         }
         if let Some(t) = &self.trace {
             let _ = write!(
@@ -137,6 +142,8 @@ pub struct QueueStats {
     pub pushed_out: u64,
     /// Of the drops, RED's early drops (below the limit).
     pub early_drops: u64,
+    /// Of the drops, the link's random losses (QueueConfig::loss), not the queue's.
+    pub random_drops: u64,
     pub high_water_bytes: u64,
     pub high_water_frames: u64,
     /// With a trace link: when its trace began (the first frame's arrival, CLOCK_MONOTONIC).
@@ -151,7 +158,8 @@ impl QueueStats {
     pub fn json(&self) -> String {
         format!(
             "{{\"enqueued\": {}, \"dropped\": {}, \"sent\": {}, \"sent_bytes\": {}, \"pushed_out\": {}, \
-             \"early_drops\": {}, \"high_water_bytes\": {}, \"high_water_frames\": {}, \"trace_epoch_mono_ns\": {}, \
+             \"early_drops\": {}, \"random_drops\": {}, \"high_water_bytes\": {}, \"high_water_frames\": {}, \
+             \"trace_epoch_mono_ns\": {}, \
              \"classes\": {{\"normal\": {}, \"low\": {}}}}}",
             self.normal.enqueued + self.low.enqueued,
             self.dropped(),
@@ -159,6 +167,7 @@ impl QueueStats {
             self.normal.sent_bytes + self.low.sent_bytes,
             self.pushed_out,
             self.early_drops,
+            self.random_drops,
             self.high_water_bytes,
             self.high_water_frames,
             self.trace_epoch_mono_ns.map_or("null".to_string(), |t| t.to_string()),
@@ -215,6 +224,8 @@ pub struct Bottleneck {
     red: RedState,
     /// With a trace link: where the direction is in its trace.
     trace: Option<TraceDrain>,
+    /// The random loss's own generator, so that RED's draws do not depend on it.
+    loss_rng: u64,
     pub stats: QueueStats,
 }
 
@@ -234,6 +245,7 @@ impl Bottleneck {
             clock: i64::MIN,
             red: RedState { avg: 0.0, count: -1, idle_since: None, rng: 0x9E37_79B9_7F4A_7C15 },
             trace: cfg.trace.as_ref().map(|t| TraceDrain::new(t.trace.clone(), t.opportunity_bytes)),
+            loss_rng: 0xD1B5_4A32_D192_ED03,
             cfg,
             stats: QueueStats::default(),
         }
@@ -323,6 +335,11 @@ impl Bottleneck {
     pub fn offer(&mut self, id: u64, bytes: u64, low: bool, t: i64, departed: &mut Vec<(u64, i64)>, dropped: &mut Vec<u64>) -> bool {
         let t = t.max(self.clock);
         self.depart_until(t, departed);
+        if self.cfg.loss > 0.0 && uniform(&mut self.loss_rng) < self.cfg.loss {
+            self.stats.random_drops += 1;
+            self.stats.class(low).dropped += 1;
+            return false;
+        }
         let full = self.bytes + bytes > self.cfg.limit_bytes;
         let admit = match self.cfg.policy {
             Policy::DropTail => !full,
@@ -382,13 +399,7 @@ impl Bottleneck {
     }
 
     fn random(&mut self) -> f64 {
-        // xorshift64*: deterministic, so runs and tests repeat exactly.
-        let mut x = self.red.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.red.rng = x;
-        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+        uniform(&mut self.red.rng)
     }
 
     /// RED's early-drop decision for an arrival at `t` (Floyd & Jacobson 1993, gentle off).
@@ -424,6 +435,16 @@ impl Bottleneck {
     }
 }
 
+/// xorshift64*: a uniform draw in [0, 1), deterministic so that runs and tests repeat exactly.
+fn uniform(state: &mut u64) -> f64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,7 +452,7 @@ mod tests {
     const MBIT: u64 = 1_000_000;
 
     fn q(rate_bps: u64, limit: u64, policy: Policy) -> Bottleneck {
-        Bottleneck::new(QueueConfig { rate_bps, limit_bytes: limit, policy, low_dscp: 1 << DEFAULT_LOW_DSCP, trace: None })
+        Bottleneck::new(QueueConfig { rate_bps, limit_bytes: limit, policy, low_dscp: 1 << DEFAULT_LOW_DSCP, trace: None, loss: 0.0 })
     }
 
     /// Offer and return (accepted, pushed-out ids); departures go to `dep`.
@@ -449,7 +470,7 @@ mod tests {
 
     #[test]
     fn classifies_by_the_configured_dscp_set() {
-        let c = QueueConfig { rate_bps: 1, limit_bytes: 1, policy: Policy::DropTail, low_dscp: (1 << 14) | (1 << 12), trace: None };
+        let c = QueueConfig { rate_bps: 1, limit_bytes: 1, policy: Policy::DropTail, low_dscp: (1 << 14) | (1 << 12), trace: None, loss: 0.0 };
         assert!(c.is_low(Some(14)) && c.is_low(Some(12)));
         assert!(!c.is_low(Some(0)) && !c.is_low(Some(46)) && !c.is_low(None) && !c.is_low(Some(64)));
         assert!(c.json().contains("\"low_dscp\": [12, 14]"), "{}", c.json());
@@ -466,6 +487,7 @@ mod tests {
             policy: Policy::DropTail,
             low_dscp: 0,
             trace: Some(link),
+            loss: 0.0,
         });
         let ms = 1_000_000;
         let mut dep = Vec::new();
@@ -480,6 +502,25 @@ mod tests {
         assert_eq!(b.stats.dropped(), 1);
         assert!(b.config().json().contains("\"trace\": {\"path\": \"t\", \"opportunities\": 4, \"period_ms\": 5"));
         assert_eq!(b.stats.trace_epoch_mono_ns, Some(10 * ms));
+    }
+
+    #[test]
+    fn a_lossy_link_drops_its_share_of_arrivals_at_random_and_counts_them_apart() {
+        let mut b = Bottleneck::new(QueueConfig {
+            rate_bps: 1_000 * MBIT,
+            limit_bytes: 1 << 30,
+            policy: Policy::DropTail,
+            low_dscp: 0,
+            trace: None,
+            loss: 0.05,
+        });
+        let mut dep = Vec::new();
+        let admitted = (0..20_000).filter(|&id| offer(&mut b, id, 1514, false, id as i64 * 20_000, &mut dep).0).count();
+        let lost = 20_000 - admitted as u64;
+        // 1000 of 20,000 expected; the binomial's standard deviation is 31.
+        assert!((900..1100).contains(&lost), "{lost}");
+        assert_eq!((b.stats.random_drops, b.stats.dropped()), (lost, lost));
+        assert!(b.config().json().contains("\"loss\": 0.05"));
     }
 
     #[test]

@@ -417,13 +417,14 @@ mod tests {
             low: ClassCounters { enqueued: 5, dropped: 4, sent: 3, sent_bytes: 3000 },
             pushed_out: 1,
             early_drops: 0,
+            random_drops: 0,
             high_water_bytes: 4500,
             high_water_frames: 3,
             trace_epoch_mono_ns: None,
         });
         let b = DirStats::new("b_to_a");
         let mut cfg = configs();
-        cfg[0].queue = Some(QueueConfig { rate_bps: 1_500_000, limit_bytes: 30_000, policy: Policy::PushOut, low_dscp: 1 << 14, trace: None });
+        cfg[0].queue = Some(QueueConfig { rate_bps: 1_500_000, limit_bytes: 30_000, policy: Policy::PushOut, low_dscp: 1 << 14, trace: None, loss: 0.0 });
         let j = to_json(&[a, b], &cfg, STAMP);
         assert!(j.contains("\"queue\": {\"enqueued\": 15, \"dropped\": 6, \"sent\": 12, \"sent_bytes\": 12000, \"pushed_out\": 1"), "{}", j);
         assert!(j.contains("\"low\": {\"enqueued\": 5, \"dropped\": 4, \"sent\": 3, \"sent_bytes\": 3000}"), "{}", j);
