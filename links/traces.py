@@ -124,6 +124,44 @@ def onoff(rate_on_bps: float, mean_on_s: float, mean_off_s: float, duration_s: f
     return _from_times(np.concatenate(parts) if parts else np.array([]), duration_s)
 
 
+def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float, float],
+                       window_s: float = 0.1) -> dict:
+    """How full-size frames that left a trace link follow its opportunities.
+
+    `left_s`: when each frame left the queue, in seconds from the trace's start (a capture
+    after the link, less its delay). Each frame is matched to the last millisecond with an
+    opportunity at or before it; its lateness is the time since. A millisecond that carried
+    more frames than it has opportunities was overdrawn: some frame left before its own
+    (early), or the link sent more than the trace allows. Within `backlogged` (start, end)
+    seconds, when the queue never ran empty, each `window_s` window carries as many frames as
+    the trace has opportunities in it (windows start on whole ms, as opportunities do)."""
+    period = trace.period_ms
+    opp = np.asarray(trace.opportunities_ms, dtype=np.int64)
+    per_residue = np.bincount(opp % period, minlength=period)    # the last line (= period) is the next loop's 0
+    has = np.flatnonzero(per_residue)
+    left = np.sort(np.asarray(left_s, dtype=float))
+    frame_ms = np.floor(left * 1e3 + 1e-6).astype(np.int64)
+    residue = frame_ms % period
+    i = np.searchsorted(has, residue, side="right") - 1
+    matched = frame_ms - residue + np.where(i >= 0, has[np.maximum(i, 0)], has[-1] - period)
+    lateness_us = (left - matched / 1e3) * 1e6
+    overdrawn = 0
+    if len(matched):
+        ms, used = np.unique(matched, return_counts=True)
+        overdrawn = int(np.sum(np.maximum(used - per_residue[ms % period], 0)))
+    n = int(round((backlogged[1] - backlogged[0]) / window_s))
+    edges = np.round((backlogged[0] + window_s * np.arange(n + 1)) * 1e3) - 0.5      # in ms
+    loops = np.arange(int(edges[0] // period) - 1, int(edges[-1] // period) + 2)
+    offered_ms = (opp[None, :] + loops[:, None] * period).ravel()
+    sent = np.histogram(matched, bins=edges)[0]
+    offered = np.histogram(offered_ms, bins=edges)[0]
+    return {"frames": int(len(left)), "overdrawn": overdrawn,
+            "lateness_p50_us": float(np.percentile(lateness_us, 50)) if len(left) else None,
+            "lateness_p99_us": float(np.percentile(lateness_us, 99)) if len(left) else None,
+            "windows": n, "window_mismatch_max": int(np.max(np.abs(sent - offered))) if n else 0,
+            "window_offered_max": int(offered.max()) if n else 0}
+
+
 def _poisson_times(rng: np.random.Generator, per_s: float, start: float, end: float) -> np.ndarray:
     if per_s <= 0 or end <= start:
         return np.array([])

@@ -73,3 +73,23 @@ def test_the_catalogue_traces_are_their_models():
 def test_a_constant_catalogue_entry_regenerates_exactly(tmp_path):
     [entry] = [e for e in traces.catalogue().values() if e.name == "constant-77.72mbps"]
     assert entry.generate().text() == entry.path.read_text()
+
+
+def test_departures_are_judged_against_the_opportunities():
+    """A link that sent one frame per opportunity, a little late, passes; a frame that left
+    before its opportunity overdraws the one before, and a window short of frames is found."""
+    t = traces.onoff(24e6, mean_on_s=0.3, mean_off_s=0.1, duration_s=2.0, seed=5)
+    opp = np.asarray(t.opportunities_ms) / 1e3
+    left = np.concatenate([opp, opp + 2.0]) + 120e-6              # two loops, 120 µs late
+    ok = traces.departures_against(t, left, backlogged=(0.1, 3.9))
+    assert ok["overdrawn"] == 0 and ok["lateness_p50_us"] == pytest.approx(120, abs=1)
+    assert ok["window_mismatch_max"] == 0 and ok["windows"] == 38
+    # The first frame of a busy millisecond (one with an opportunity in the ms before) left
+    # 0.3 ms before its opportunity.
+    ms = np.asarray(t.opportunities_ms)
+    first = next(j for j in range(1, len(ms)) if ms[j] != ms[j - 1] and ms[j] - 1 in set(ms))
+    early = left.copy()
+    early[first] -= 0.0003
+    assert traces.departures_against(t, early, backlogged=(0.1, 3.9))["overdrawn"] == 1
+    short = traces.departures_against(t, np.delete(left, np.s_[100:110]), backlogged=(0.0, 4.0))
+    assert short["window_mismatch_max"] >= 5 and short["overdrawn"] == 0
