@@ -1,12 +1,14 @@
-"""Reading the QUIC server's qlog (hosts/quic/qlog.py): JSON-SEQ records, metrics carried
-forward in milliseconds, lost packets matched to their sending per number space."""
+"""Reading the QUIC server's qlog (wire/qlog.py): JSON-SEQ records, metrics carried
+forward in milliseconds, lost packets matched to their sending per number space; a sender's
+trace from it (analysis/quic_sender.py)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from hosts.quic import qlog
+from analysis import quic_sender
+from wire import qlog
 
 
 def write(path, records, tail: bytes = b"") -> None:
@@ -49,3 +51,31 @@ def test_a_file_without_header_is_refused(tmp_path):
     f.write_bytes(b"")
     with pytest.raises(ValueError, match="no qlog header"):
         qlog.read(f)
+
+
+def test_sender_trace_finds_the_exit_and_the_drops_before_it(tmp_path):
+    """analysis/quic_sender.py: times from the origin, the exit's window, and which losses
+    were of packets sent before the exit."""
+    f = tmp_path / "c.sqlog"
+    sent = lambda t, pn: event(t, qlog.PACKET_SENT, {"header": {"packet_type": "1RTT", "packet_number": pn}})
+    write(f, [{"qlog_version": "0.3"},
+              event(1.0, qlog.METRICS, {"congestion_window": 47104, "min_rtt": 0.05}),
+              sent(2.0, 7), sent(3.0, 8),
+              event(60.0, qlog.METRICS, {"congestion_window": 94208, "latest_rtt": 0.058}),
+              event(70.0, qlog.METRICS, {"ssthresh": 94208}),
+              sent(71.0, 9),
+              event(90.0, qlog.PACKET_LOST, {"header": {"packet_type": "1RTT", "packet_number": 8}}),
+              event(130.0, qlog.PACKET_LOST, {"header": {"packet_type": "1RTT", "packet_number": 9}}),
+              event(131.0, qlog.METRICS, {"congestion_window": 80077})])
+    trace = quic_sender.sender_trace(f, start_unix_s=1000.5, origin_ts=1000.0, ended_by="delay")
+    assert trace["exit"] == {"t_s": 0.57, "cwnd_bytes": 94208, "by": "delay", "latest_rtt_ms": 58.0,
+                             "min_rtt_ms": 50.0, "lost_before": 1}
+    assert trace["lost_packets"] == 2
+    assert trace["cwnd"]["t"] == [0.501, 0.56, 0.57, 0.631]
+    assert trace["cwnd"]["bytes"] == [47104, 94208, 94208, 80077]
+
+
+def test_how_slow_start_ended_is_read_from_the_servers_line():
+    assert quic_sender.slow_start_end({"hint_applied": True, "hystart_exit": False}) == "hint"
+    assert quic_sender.slow_start_end({"hint_applied": False, "hystart_exit": True}) == "delay"
+    assert quic_sender.slow_start_end({"hint_applied": False, "hystart_exit": False}) == "loss"

@@ -19,7 +19,7 @@ import statistics
 
 import pytest
 
-from hosts.quic import qlog
+from wire import qlog
 from hosts.quic.quic_net import SERVER_IP, Datagram, QuicNet
 from quicpath import RATE_BPS, RTT_MS, fetch_captured, quic_path
 

@@ -11,7 +11,9 @@ datagrams a server sent (its counter) against those the capture before the queue
 
 Each flow also carries what its endpoints reported about its start (the controller the
 server ran, its start window, the hint the client sent and the server received) next to
-the first flight measured on the wire, for the run's checks (analysis/flow_checks.py).
+the first flight measured on the wire, for the run's checks (analysis/flow_checks.py);
+and, where the run wrote the servers' qlogs, its sender's slow-start exit and cwnd over
+time (analysis/quic_sender.py), times from the short flow's first datagram.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from analysis import flows, quic_flows
+from analysis import flows, quic_flows, quic_sender
 from analysis.flows import FourTuple
 from analysis.packets import Capture, load
 from machine.errors import UserError
@@ -152,7 +154,7 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]
                  "syn_ts": syn, "end_ts": end, **figures}
     blocks = {"short": block}
 
-    long = long_out = fairness = None
+    long = long_out = fairness = lserver = None
     if spec.get("long"):
         lspec = spec["long"]
         long = _flow(caps, int(lspec["server_port"]), "long")
@@ -164,6 +166,15 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]
         long_in = quic_flows.bytes_in_window(dg, long, syn, end)
         fairness = quic_flows.bytes_in_window(dg, short, syn, end) / long_in if long_in else None
 
+    for which, line in (("short", server), ("long", lserver)):
+        qlog_dir = (spec.get(which) or {}).get("qlog_dir")
+        if qlog_dir and line and line.get("qlog"):
+            # The server named the file where the run was written; it is in the run's qlog_dir.
+            path = run_dir / qlog_dir / Path(line["qlog"]).name
+            if not path.is_file():
+                raise UserError(f"qlog missing: {path}")
+            blocks[which]["sender"] = quic_sender.sender_trace(path, line["start_unix_s"], syn,
+                                                               quic_sender.slow_start_end(line))
     throughput = _throughput(caps["client"].datagrams, short, long, syn, end, rtt_s)
     throughput["rate_mbps"] = float(spec["rate_bps"]) / 1e6
     counts = {name: {k: cap.packets.meta.get(k) for k in ("tcp_packets", "udp_datagrams", "truncated_records")}

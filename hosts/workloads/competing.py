@@ -107,11 +107,15 @@ class Competing(Workload):
         "settle_s": Param(3.0, "… for this long before the fetch", low=0, high=600),
         "transport": Param("tcp", "applications of both flows: tcp (lighttpd, curl, iperf3) or quic (startlab's "
                                   "QUIC endpoints; quic-* variants, long_variant too)", choices=TRANSPORTS),
+        "qlog": Param(False, "transport quic: both servers write each connection's qlog into the run's qlog/ "
+                             "(cwnd, RTT, pacing rate, every packet: ~2 MB per second of a 50 Mbit/s flow)"),
     }
 
     def check(self, params: dict) -> Optional[tuple[str, str]]:
         if params["transport"] == "quic" and params["long_streams"] != 1:
             return "long_streams", "a QUIC long flow is one connection: long_streams must be 1"
+        if params["qlog"] and params["transport"] != "quic":
+            return "qlog", "qlog is QUIC's: it needs transport: quic"
         return None
 
     def check_variant(self, params: dict, variant: Variant, param: Optional[str] = None) -> Optional[str]:
@@ -138,7 +142,7 @@ class Competing(Workload):
         # Generous: ten times the ideal transfer time plus slow start on the longest paths.
         transfer_timeout = 30 + 10 * (size_bytes * 8 / prof.rate_bps("down")) + 50 * prof.rtt_s
         t = session.timings
-        apps = apps_for(params["transport"])
+        apps = apps_for(params["transport"], qlog=params["qlog"])
 
         session.install_under_test(server=[server], client=[client])
         if params["long_flow"]:

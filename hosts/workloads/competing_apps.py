@@ -65,8 +65,17 @@ class QuicApps:
     FILES = {"short": {"server_log": "quic-server-sv1.jsonl", "client_log": "quic-client.json"},
              "long": {"server_log": "quic-server-sv2.jsonl", "client_log": "quic-long-client.json"}}
 
+    QLOG_DIR = "qlog"
+
+    def __init__(self, qlog: bool = False) -> None:
+        self.qlog = qlog
+
     def _server(self, session, node, index: int, port: int, which: str) -> None:
         args = session.endpoint_args(node, "server")
+        if self.qlog:
+            qlog_dir = session.workdir / self.QLOG_DIR
+            qlog_dir.mkdir(exist_ok=True)
+            args = [*args, "--qlog-dir", str(qlog_dir)]
         session.adopt(f"QUIC server {node.name}", quic_endpoints.QuicServer(
             node, session.names.server_ip(index), port, args, session.workdir / self.FILES[which]["server_log"],
             session.workdir, session.instance, name=f"quic-server-{node.name}"))
@@ -96,10 +105,11 @@ class QuicApps:
         return {"quic_client": report}
 
     def spec(self) -> dict:
-        return {name: dict(files) for name, files in self.FILES.items()}
+        qlog = {"qlog_dir": self.QLOG_DIR} if self.qlog else {}
+        return {name: {**files, **qlog} for name, files in self.FILES.items()}
 
 
-def apps_for(transport: str) -> TcpApps | QuicApps:
+def apps_for(transport: str, qlog: bool = False) -> TcpApps | QuicApps:
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport '{transport}' (known: {', '.join(TRANSPORTS)})")
-    return QuicApps() if transport == "quic" else TcpApps()
+    return QuicApps(qlog) if transport == "quic" else TcpApps()
