@@ -38,6 +38,7 @@ from analysis.transfer_model import relative_improvement
 from config.sizes import size_label
 from results.campaign import RunRecord
 from results.store import write_atomically
+from wire.quic_report import udp_payload
 from wire.quickstart import qs_window_segments
 from wire.tcpip import TCPIP_HEADERS, tcp_mss
 
@@ -274,6 +275,43 @@ def startup_figure(profile: str, size: int, run: RunRecord, colour: str) -> Figu
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def cwnd_figure(profile: str, size: int, runs: list[RunRecord], variants: list[str],
+                colours: dict[str, str]) -> Figure:
+    """Both senders' congestion windows from their qlogs in each variant's median-FCT run,
+    with where each left slow start (runs that recorded them: the workload's `qlog`)."""
+    present = [v for v in variants if any(r.variant == v for r in runs)]
+    fig = Figure(figsize=(10, 2.6 * len(present)), layout="constrained")
+    axes = fig.subplots(len(present), 1, squeeze=False, sharex=True)[:, 0]
+    for variant, ax in zip(present, axes):
+        run = median_fct_run([r for r in runs if r.variant == variant])
+        flows = run.metrics.get("flows") or {}
+        drawn = False
+        for name, colour, label in (("short", colours[variant], f"short flow ({variant})"),
+                                    ("long", LONG_FLOW_COLOUR, "long flow")):
+            trace = (flows.get(name) or {}).get("sender")
+            if not trace:
+                continue
+            mss = udp_payload(run.mtu)          # the windows count datagrams of the path's MTU
+            ax.plot(trace["cwnd"]["t"], np.asarray(trace["cwnd"]["bytes"]) / mss, color=colour, lw=1.2,
+                    drawstyle="steps-post", label=label)
+            end = trace.get("exit")
+            if end and end["by"] != "hint":
+                ax.plot([end["t_s"]], [end["cwnd_bytes"] / mss], marker="o", color=colour, ls="none",
+                        label=f"slow start ends ({end['by']}, {end['lost_before']} lost before)")
+            drawn = True
+        if not drawn:
+            _no_data(ax, "no qlog in this run")
+        fct = run.metrics["short"]["fct_s"]
+        ax.axvline(fct, color=colours[variant], lw=0.8, ls="--", label=f"FCT {fct:.3g} s")
+        ax.set_title(f"{profile}, {size_label(size)}: {variant}, run {run.run_id} (median FCT)", fontsize=10)
+        ax.set_ylabel("cwnd (datagrams)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    axes[-1].set_xlabel("time since the short flow's first datagram (s)")
     return fig
 
 

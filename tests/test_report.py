@@ -384,3 +384,23 @@ def test_a_campaign_from_several_hosts_is_also_summarised_per_host(tmp_path):
 
 def test_a_campaign_from_one_host_has_no_per_host_split(full):
     assert not (full / "summary-by-host.csv").exists()
+
+
+def test_runs_with_sender_traces_get_a_cwnd_figure(tmp_path):
+    """Where runs recorded the QUIC senders' qlogs (metrics flows.<flow>.sender), the report
+    draws their windows per cell; without them, no such figure."""
+    root = make_campaign(tmp_path / "c", sizes=(2_000_000,), profiles=("dsl",), reps=2)
+    for metrics_file in root.glob("*/metrics.json"):
+        m = json.loads(metrics_file.read_text())
+        trace = {"exit": {"t_s": 0.3, "cwnd_bytes": 100 * 1472, "by": "loss", "latest_rtt_ms": 90.0,
+                          "min_rtt_ms": 50.0, "lost_before": 7},
+                 "lost_packets": 9, "cwnd": {"t": [0.0, 0.1, 0.3, 0.5], "bytes": [47104, 94208, 147200, 125120],
+                                             "stride": 1}}
+        m["flows"] = {"short": {"sender": trace}, "long": {"sender": {**trace, "exit": None}}}
+        metrics_file.write_text(json.dumps(m))
+    write_report(root)
+    assert (root / "plots" / "cwnd_dsl_2MB.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "congestion windows from their qlogs" in (root / "report.html").read_text()
+    plain = make_campaign(tmp_path / "p", sizes=(2_000_000,), profiles=("dsl",), reps=2)
+    write_report(plain)
+    assert not list((plain / "plots").glob("cwnd_*"))

@@ -230,6 +230,8 @@ CAPTIONS = {
            "the short flow is active), lost packets.",
     "fct_box": "FCT per variant; each point is one run.",
     "throughput": "Rolling-average throughput of both flows in the median-FCT run of each variant.",
+    "cwnd": "Both QUIC senders' congestion windows from their qlogs (workload parameter qlog) in the "
+            "median-FCT run of each variant, and where each left slow start.",
     "startup": "After the Blitzstart paper's Fig. 1: top, the long flow's first second on the idle link; "
                "bottom, the baseline's median-FCT run at the largest size, both flows over one RTT (thin) "
                "and over 1 s (thick).",
@@ -356,6 +358,8 @@ def competing_plots(out: Path, campaign: dict[str, Any], records: list[RunRecord
         save(plots.fct_box_figure(profile, sizes, variants, colours, short_fct), "fct_box", profile, None)
         for size, runs in sizes:
             save(plots.throughput_figure(profile, size, runs, variants, colours), "throughput", profile, size)
+            if any((r.metrics.get("flows") or {}).get("short", {}).get("sender") for r in runs):
+                save(plots.cwnd_figure(profile, size, runs, variants, colours), "cwnd", profile, size)
         largest, runs = sizes[-1]
         base_runs = [r for r in runs if r.variant == baseline]
         if base_runs and any(r.metrics["throughput"].get("long_start") for r in base_runs):
