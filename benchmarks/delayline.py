@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/delayline.py [--delays-ms 10,20,50] [--rates-mbps 50,1000] [--seconds 3]
     .venv/bin/python benchmarks/delayline.py --what queue [--queue-rates-mbps 1.5,10,50] [--seconds 4]
     .venv/bin/python benchmarks/delayline.py --what pairs [--pair-delays-ms 5,100] [--delays-ms 20]
+    .venv/bin/python benchmarks/delayline.py --what trace [--trace-rates-mbps 50,300,1000] [--seconds 4]
 
 delay (default): for each one-way delay, ping RTT error against 2 × delay (mean, p99), and
 for each rate a TCP bulk transfer (iperf3, offloads on) behind a tbf of that rate on h1,
@@ -15,6 +16,9 @@ from the datagrams' kernel timestamps, each as an error against the rate; datagr
 against the queue's drop counter; reordering; the line's lateness over the flood.
 pairs: one UDP probe per pair, all at once, each pair with its own delay (plus one pair at
 the default delay): one-way delay error (mean, p99) per pair, reordering within a pair.
+trace: the bottleneck drained by a constant trace at each rate (--trace-rates-mbps
+50,300,1000), with MTU frames (a UDP flood: delivered rate, each departure against its
+opportunity, own drops) and with GSO frames (TCP goodput against the rate).
 The network is h1 — core — h2 with the delay line in the core.
 """
 from __future__ import annotations
@@ -22,14 +26,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from links.delayline.line_net import H1, H2_IP, line_net      # noqa: E402
+from links.delayline.line_net import H1, H2, H2_IP, line_net  # noqa: E402
 from links import delay                                   # noqa: E402
 from machine.shell import check_cmd                         # noqa: E402
 
@@ -119,6 +126,64 @@ def queue_case(rate_bps: float, seconds: float) -> dict:
             "lateness_us": f["lateness_us"], "late_over_1ms": f["late_over_1ms"]}
 
 
+def trace_case(rate_bps: float, seconds: float, gso: bool) -> dict:
+    """The line's bottleneck drained by a constant trace of `rate_bps` (one MTU-sized frame
+    per opportunity, links/traces.py). MTU frames: a numbered UDP flood at 1.5 × the rate,
+    captured at h2; delivered rate, how far each departure is from its opportunity, the
+    line's own drops and reordering. GSO (offloads on): a TCP bulk transfer, whose 64 KB
+    frames each span ~43 opportunities; its goodput against the rate."""
+    from links import traces
+    from links.delayline.line_net import FLOOD_PAYLOAD, flood
+    from wire.pcap import udp_datagrams
+    trace = traces.constant(rate_bps * 1500 / 1514, 1.2)        # the rate in 1514-byte frames
+    limit = max(10 * 1514, int(rate_bps / 8 * 0.02))
+    work = Path(f"/tmp/startlab-trace-bench-{int(rate_bps)}-{int(gso)}")
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "constant.trace"
+    path.write_text(trace.text())
+    row: dict = {"rate_mbps": rate_bps / 1e6, "frames": "gso" if gso else "mtu", "limit_bytes": limit}
+    with line_net(offload=gso) as ln:
+        element = delay.DelayLine()
+        element.start(ln.core, ln.core_a, ln.core_b, QUEUE_DELAY_S, QUEUE_DELAY_S, rate_bps, rate_bps,
+                      work / "line", ln.instance,
+                      queue_ab=delay.LineQueue(rate_bps, limit, trace=path, opportunity_bytes=1514))
+        try:
+            before = element.snapshot()
+            if gso:
+                cpu0, t0 = delay.process_cpu_s(element.proc.pid), time.monotonic()
+                row.update(tcp_goodput(ln, seconds))
+                row["cpu_cores"] = (delay.process_cpu_s(element.proc.pid) - cpu0) / (time.monotonic() - t0)
+                row["goodput_of_rate"] = row["goodput_mbps"] * 1e6 / rate_bps
+            else:
+                pcap = work / "rx.pcap"
+                dump = ln.h2.popen(["tcpdump", "-i", f"{ln.instance.prefix}{H2}-eth0", "-s", "64", "-n", "-U",
+                                    "-B", "65536", "--time-stamp-precision", "nano", "-w", str(pcap), "udp"],
+                                   stderr=subprocess.DEVNULL)
+                try:
+                    time.sleep(1.0)
+                    r = flood(ln, rate_bps, seconds)
+                finally:
+                    dump.terminate()
+                    dump.wait(10)
+                row.update(iface_rate_err_pct=100 * (r["iface"]["bps"] / rate_bps - 1), sent=r["expected"],
+                           lost=r["lost"], reordered=r["reordered"])
+            after = element.snapshot()
+        finally:
+            element.stop()
+    f = delay.interval_figures(before, after)
+    q = after["a_to_b"]["queue"]
+    if not gso:
+        offset_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - time.time_ns()
+        epoch_s = (q["trace_epoch_mono_ns"] - offset_ns) / 1e9
+        rx = [d.ts for d in udp_datagrams(pcap) if d.length == FLOOD_PAYLOAD]
+        dep = traces.departures_against(trace, np.asarray(rx) - QUEUE_DELAY_S - epoch_s, (1.5, seconds - 0.5))
+        row.update(captured=dep["frames"], overdrawn=dep["overdrawn"], departure_late_p50_us=dep["lateness_p50_us"],
+                   departure_late_p99_us=dep["lateness_p99_us"], window_mismatch_max=dep["window_mismatch_max"])
+    row.update(queue_drops=f["queue_drops"], line_drops=f["drops"], line_lateness_us=f["lateness_us"])
+    shutil.rmtree(work, ignore_errors=True)
+    return row
+
+
 def pairs_case(pair_delays_s: list[float], default_s: float) -> list[dict]:
     """One probe per pair at once: pair k is 10.77.0.(100+k) → 10.77.0.(200+k) with the k-th delay."""
     from links.delayline.line_net import H1_IP
@@ -151,18 +216,19 @@ def pairs_case(pair_delays_s: list[float], default_s: float) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--what", default="delay", help="comma-separated: delay, queue, pairs")
+    ap.add_argument("--what", default="delay", help="comma-separated: delay, queue, pairs, trace")
     ap.add_argument("--delays-ms", default="10,20,50")
     ap.add_argument("--rates-mbps", default="50,1000")
     ap.add_argument("--queue-rates-mbps", default="1.5,10,50")
     ap.add_argument("--pair-delays-ms", default="5,100")
+    ap.add_argument("--trace-rates-mbps", default="50,300,1000")
     ap.add_argument("--seconds", type=float, default=None, help="transfer/flood length (3 s / 4 s)")
     args = ap.parse_args()
     if delay.delayline_binary() is None:
         sys.exit(f"delay line not built; {delay.BUILD_HINT}")
     what = set(args.what.split(","))
-    if what - {"delay", "queue", "pairs"}:
-        sys.exit(f"unknown --what {args.what!r}: use delay, queue, pairs")
+    if what - {"delay", "queue", "pairs", "trace"}:
+        sys.exit(f"unknown --what {args.what!r}: use delay, queue, pairs, trace")
     delays = [float(x) / 1e3 for x in args.delays_ms.split(",")]
     if "delay" in what:
         for d in delays:
@@ -171,6 +237,10 @@ def main() -> None:
     if "queue" in what:
         for rate in (float(r) * 1e6 for r in args.queue_rates_mbps.split(",")):
             print(json.dumps(queue_case(rate, args.seconds or 4.0)), flush=True)
+    if "trace" in what:
+        for rate in (float(r) * 1e6 for r in args.trace_rates_mbps.split(",")):
+            for gso in (False, True):
+                print(json.dumps(trace_case(rate, args.seconds or 4.0, gso)), flush=True)
     if "pairs" in what:
         pair_delays = [float(x) / 1e3 for x in args.pair_delays_ms.split(",")]
         for row in pairs_case(pair_delays, delays[0]):

@@ -82,6 +82,15 @@ def cmd_fidelity(args) -> int:
     require_root()
     profile = get_profile(args.profile)
     shaper = from_cli(args.shaper) if args.shaper else default_for([profile])
+    if profile.is_trace:
+        from scenarios.trace_fidelity import measure_trace, print_trace_result
+        result = measure_trace(profile, delay_backend=args.delay_backend, shaper=shaper,
+                               tuning=FIXED if args.tuning == "fixed" else None)
+        if args.json:
+            emit_json(result)
+        else:
+            print_trace_result(result)
+        return 0 if result["ok"] else 1
     try:
         result = measure(profile, delay_backend=args.delay_backend, pings=args.pings, shaper=shaper,
                          tuning=FIXED if args.tuning == "fixed" else None)
@@ -110,7 +119,10 @@ def cmd_list(args) -> int:
         if args.json:
             emit_json({name: p.as_dict() for name, p in profiles.items()})
             return 0
-        rows = [[p.name, p.topology, f"{p.down_mbps:g}", f"{p.up_mbps:g}", f"{p.rtt_ms:g}",
+        def rate(p, direction: str) -> str:
+            mbps = p.rate_bps(direction) / 1e6
+            return f"{mbps:.4g} (trace)" if p.trace_path(direction) else f"{mbps:g}"
+        rows = [[p.name, p.topology, rate(p, "down"), rate(p, "up"), f"{p.rtt_ms:g}",
                  p.buffer_packets("down"), f"{p.bdp_packets('down'):.0f}", p.mtu, p.source]
                 for p in profiles.values()]
         print(text_table(["profile", "topology", "down Mbit/s", "up Mbit/s", "RTT ms",

@@ -203,8 +203,8 @@ def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 2
     if (built or profile).needs_link_model:
         # A fixed rate's checks (rate within 1 %, every drop a full queue's) would misjudge a
         # trace link's varying rate and a lossy link's random drops.
-        raise UserError(f"fidelity does not judge trace or lossy links yet: profile {profile.name} is one "
-                        "(its departures follow the trace's opportunities, not a rate)")
+        raise UserError(f"this check is for fixed-rate links: profile {profile.name} is a trace or lossy link "
+                        "(a trace link's check is scenarios/trace_fidelity.py; a lossy fixed-rate link has none yet)")
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
             return _measure(profile, built or profile, delay_backend, pings, Path(tmp), tcp, shaper, tuning, monitor_hog)

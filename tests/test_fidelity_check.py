@@ -133,10 +133,40 @@ def test_only_a_queue_that_emulates_wire_time_holds_a_lone_frame():
     assert Tbf().lone_frame_delay_s(q, 98) == 0 and Htb().lone_frame_delay_s(q, 98) == 0
 
 
-def test_fidelity_refuses_trace_and_lossy_links_with_the_reason():
+def test_the_fixed_rate_check_refuses_trace_and_lossy_links_with_the_reason():
     """A fixed rate's checks would misjudge them: refused before anything is built."""
     from links.profiles import get_profile
     from machine.errors import UserError
     from scenarios.emulator_check import measure
-    with pytest.raises(UserError, match="does not judge trace or lossy links yet: profile pantheon-india"):
+    with pytest.raises(UserError, match="for fixed-rate links: profile pantheon-india is a trace or lossy link"):
         measure(get_profile("pantheon-india"))
+
+
+def test_a_trace_link_is_judged_on_its_departures_lateness_order_and_loss(capsys):
+    """scenarios/trace_fidelity.py's verdict on made-up figures: every check can fail alone."""
+    from links.profiles import get_profile
+    from scenarios.trace_fidelity import judge_trace, print_trace_result
+    good = {"trace": "t.trace", "flood_bps": 4e6, "out_of_order": 0, "backlogged_s": [1.0, 4.0],
+            "departures": {"frames": 3000, "overdrawn": 0, "lateness_p50_us": 30.0, "lateness_p99_us": 90.0,
+                           "windows": 30, "window_mismatch_max": 0, "window_offered_max": 40},
+            "random_drops": 0, "arrivals": 4500, "loss": 0.0}
+    profile = get_profile("pantheon-mexico-cellular")
+    ok = judge_trace(profile, {"down": good, "up": good}, [{"drops": 0}])
+    assert ok["ok"] and set(ok["checks"]) == {"opportunities_down", "per_interval_down", "lateness_down",
+                                              "reordering_down", "opportunities_up", "per_interval_up",
+                                              "lateness_up", "reordering_up", "delay_drops"}
+    print_trace_result(ok)
+    assert "beyond the opportunities  ok" in capsys.readouterr().out
+    for change, check in ((("departures", "overdrawn", 2), "opportunities_down"),
+                          (("departures", "window_mismatch_max", 3), "per_interval_down"),
+                          (("departures", "lateness_p99_us", 2500.0), "lateness_down"),
+                          ((None, "out_of_order", 1), "reordering_down")):
+        block, key, value = change
+        bad = {**good, "departures": dict(good["departures"])}
+        (bad[block] if block else bad)[key] = value
+        verdict = judge_trace(profile, {"down": bad, "up": good}, [{"drops": 0}])
+        assert not verdict["ok"] and [k for k, v in verdict["checks"].items() if not v] == [check]
+    # Random loss: 0.0477 of 10,000 arrivals is 477 ± 4 × 21; 300 is not.
+    lossy = {**good, "loss": 0.0477, "arrivals": 10_000}
+    assert judge_trace(profile, {"down": {**lossy, "random_drops": 470}}, [])["checks"]["loss_down"]
+    assert not judge_trace(profile, {"down": {**lossy, "random_drops": 300}}, [])["checks"]["loss_down"]
