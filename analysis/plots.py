@@ -217,7 +217,7 @@ def throughput_figure(profile: str, size: int, runs: list[RunRecord], variants: 
     axes = fig.subplots(len(present), 1, squeeze=False, sharex=True)[:, 0]
     for variant, ax in zip(present, axes):
         run = median_fct_run([r for r in runs if r.variant == variant])
-        tp, fct = run.metrics["throughput"], run.metrics["short"]["fct_s"]
+        tp = run.metrics["throughput"]
         if tp["t"]:
             ax.plot(tp["t"], tp["short_mbps"], color=colours[variant], lw=1.4,
                     label=f"short flow ({variant})")
@@ -226,15 +226,21 @@ def throughput_figure(profile: str, size: int, runs: list[RunRecord], variants: 
         else:
             _no_data(ax, "no throughput series")
         ax.axhline(run.rate_bps / 1e6, color="#999999", lw=0.8, ls=":", label="bottleneck rate")
-        ax.axvline(fct, color=colours[variant], lw=0.8, ls="--", label=f"FCT {fct:.3g} s")
-        ax.set_title(f"{profile}, {size_label(size)}: {variant}, run {run.run_id} (median FCT)",
-                     fontsize=10)
-        ax.set_ylabel("throughput (Mbit/s)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
+        _median_run_panel(ax, profile, size, run, colours[variant], "throughput (Mbit/s)", "upper right")
     axes[-1].set_xlabel("time since the short flow's SYN (s)")
     return fig
+
+
+def _median_run_panel(ax: Axes, profile: str, size: int, run: RunRecord, colour: str, ylabel: str,
+                      legend: str) -> None:
+    """A variant's median-FCT run panel: its FCT marked, titled by cell and run."""
+    fct = run.metrics["short"]["fct_s"]
+    ax.axvline(fct, color=colour, lw=0.8, ls="--", label=f"FCT {fct:.3g} s")
+    ax.set_title(f"{profile}, {size_label(size)}: {run.variant}, run {run.run_id} (median FCT)", fontsize=10)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc=legend)
 
 
 def startup_figure(profile: str, size: int, run: RunRecord, colour: str) -> Figure:
@@ -304,13 +310,7 @@ def cwnd_figure(profile: str, size: int, runs: list[RunRecord], variants: list[s
             drawn = True
         if not drawn:
             _no_data(ax, "no qlog in this run")
-        fct = run.metrics["short"]["fct_s"]
-        ax.axvline(fct, color=colours[variant], lw=0.8, ls="--", label=f"FCT {fct:.3g} s")
-        ax.set_title(f"{profile}, {size_label(size)}: {variant}, run {run.run_id} (median FCT)", fontsize=10)
-        ax.set_ylabel("cwnd (datagrams)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
+        _median_run_panel(ax, profile, size, run, colours[variant], "cwnd (datagrams)", "best")
     axes[-1].set_xlabel("time since the short flow's first datagram (s)")
     return fig
 
