@@ -173,10 +173,9 @@ def trace_case(rate_bps: float, seconds: float, gso: bool) -> dict:
     f = delay.interval_figures(before, after)
     q = after["a_to_b"]["queue"]
     if not gso:
-        offset_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - time.time_ns()
-        epoch_s = (q["trace_epoch_mono_ns"] - offset_ns) / 1e9
         rx = [d.ts for d in udp_datagrams(pcap) if d.length == FLOOD_PAYLOAD]
-        dep = traces.departures_against(trace, np.asarray(rx) - QUEUE_DELAY_S - epoch_s, (1.5, seconds - 0.5))
+        dep = traces.departures_against(trace, np.asarray(rx) - QUEUE_DELAY_S - delay.trace_epoch_s(q),
+                                        (1.5, seconds - 0.5))
         row.update(captured=dep["frames"], overdrawn=dep["overdrawn"], departure_late_p50_us=dep["lateness_p50_us"],
                    departure_late_p99_us=dep["lateness_p99_us"], window_mismatch_max=dep["window_mismatch_max"])
     row.update(queue_drops=f["queue_drops"], line_drops=f["drops"], line_lateness_us=f["lateness_us"])

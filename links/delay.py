@@ -541,6 +541,13 @@ def own_timing(dirs: dict) -> dict:
             "off_cpu_max_us": worst("off_cpu_max_us")}
 
 
+def trace_epoch_s(queue_stats: dict) -> float:
+    """When a trace link's trace began (its queue's `trace_epoch_mono_ns`, on the line's
+    CLOCK_MONOTONIC) on CLOCK_REALTIME, the clock of captures."""
+    offset_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - time.time_ns()
+    return (queue_stats["trace_epoch_mono_ns"] - offset_ns) / 1e9
+
+
 def read_stats(path: Path) -> dict | None:
     """The line's stats file, or None while it does not exist yet."""
     try:

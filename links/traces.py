@@ -39,14 +39,15 @@ class Trace:
     def period_ms(self) -> int:
         return self.opportunities_ms[-1]
 
-    def mean_bps(self, mtu: int = DEFAULT_MTU) -> float:
-        return len(self.opportunities_ms) * mtu * 8 / (self.period_ms / 1e3)
+    def mean_bps(self, packet_bytes: int = DEFAULT_MTU) -> float:
+        """The rate it offers in packets of `packet_bytes` (an IP packet, or a frame)."""
+        return len(self.opportunities_ms) * packet_bytes * 8 / (self.period_ms / 1e3)
 
-    def rates_bps(self, window_ms: int, mtu: int = DEFAULT_MTU) -> np.ndarray:
+    def rates_bps(self, window_ms: int, packet_bytes: int = DEFAULT_MTU) -> np.ndarray:
         """The rate the trace offers in each `window_ms` window of one period."""
         counts = np.bincount(np.asarray(self.opportunities_ms) // window_ms,
                              minlength=-(-self.period_ms // window_ms))
-        return counts * mtu * 8 / (window_ms / 1e3)
+        return counts * packet_bytes * 8 / (window_ms / 1e3)
 
     def text(self) -> str:
         return "".join(f"{ms}\n" for ms in self.opportunities_ms)

@@ -29,7 +29,9 @@ from hosts.process import NodeProcess
 from links import traces
 from links.hostfit import LATE_P99_US, EmulatorTuning
 from links.profiles import LinkProfile
+from links.delay import trace_epoch_s
 from links.shapers import Shaper
+from links.shapers.delayline import DelayLineQueue
 from topologies.network import Network
 from wire.pcap import udp_datagrams
 from wire.tcpip import ETH_HEADER
@@ -82,18 +84,16 @@ def _flood(net: Network, prof: LinkProfile, direction: str, trace: traces.Trace,
     capture.wait_ready()
     srv = Iperf3Server(server, workdir, net.instance, port=UDP_PORT)
     queue = net.queue(direction)
-    element = net.delay_element(queue.node)
-    side = {"ab": "a_to_b", "ba": "b_to_a"}[queue.settings["line_direction"]]
     fill_s = prof.buffer_bytes(direction) * 8 / (peak * (FLOOD_FACTOR - 1)) + 2 * prof.rtt_s
     total_s = fill_s + MEASURE_S + 1
     argv = ["iperf3", "-c", n.server_ip(1), "-p", str(UDP_PORT), "-u", "-b", f"{int(peak * FLOOD_FACTOR)}",
             "-l", str(DATAGRAM), "-t", f"{total_s:.1f}", "-J", *(["-R"] if direction == "down" else [])]
     cli = NodeProcess(client, argv, net.instance, f"udp flood {direction}", log_path=workdir / f"trace-flood-{direction}.json")
     try:
-        backlog_from = _dropping_since(lambda: element.snapshot()[side]["queue"], queue.direction, fill_s + 2)
+        backlog_from = _dropping_since(lambda: DelayLineQueue.queue_stats(net, queue), queue.direction, fill_s + 2)
         cli.wait(timeout=total_s + 30)
         flood_end = time.time()
-        stats = element.snapshot()[side]["queue"]
+        stats = DelayLineQueue.queue_stats(net, queue)
     finally:
         cli.stop()
         srv.stop()
@@ -105,8 +105,7 @@ def _flood(net: Network, prof: LinkProfile, direction: str, trace: traces.Trace,
         out_of_order = sum(int(st["udp"]["out_of_order"]) for st in report["end"]["streams"])
     except (ValueError, KeyError) as exc:
         raise RuntimeError(f"the UDP stream ({direction}) failed: {text[-300:]}") from exc
-    # The trace's start on the capture's clock (realtime): the line keeps it on CLOCK_MONOTONIC.
-    epoch_s = (stats["trace_epoch_mono_ns"] - (time.clock_gettime_ns(time.CLOCK_MONOTONIC) - time.time_ns())) / 1e9
+    epoch_s = trace_epoch_s(stats)
     one_way_s = prof.one_way_delay_s(n.routers - 1) * (n.routers - 1)
     arrivals = np.array([d.ts for d in udp_datagrams(pcap) if d.length == DATAGRAM])
     backlogged = (backlog_from - epoch_s + SETTLE_S, flood_end - 1 - epoch_s - SETTLE_S)

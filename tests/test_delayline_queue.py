@@ -186,9 +186,7 @@ def test_a_trace_link_delivers_at_its_opportunities_and_its_bytes_per_interval(c
             final = element.stop()
     flags = host_watch.flags([final])
     q = stats["a_to_b"]["queue"]
-    # The trace's start on the capture's clock (realtime): the line keeps it on CLOCK_MONOTONIC.
-    offset_ns = clock.clock_gettime_ns(clock.CLOCK_MONOTONIC) - clock.time_ns()
-    epoch_s = (q["trace_epoch_mono_ns"] - offset_ns) / 1e9
+    epoch_s = delay.trace_epoch_s(q)
     rx = np.array([d.ts for d in read_udp_pcap(pcap) if d.length == FLOOD_PAYLOAD])
     # When each frame left the queue, from the trace's start; backlogged from 0.5 s (the
     # flood runs at 1.5 × the on rate, the buffer holds 400 frames) to 0.5 s before its end.

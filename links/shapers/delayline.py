@@ -72,9 +72,14 @@ class DelayLineQueue(Shaper):
     def delay_options(self, hop: int) -> dict:
         return {"queue_ab": self._queues.get((hop, "up")), "queue_ba": self._queues.get((hop, "down"))}
 
+    @staticmethod
+    def queue_stats(net, queue: Queue) -> dict:
+        """The line's counters of `queue` now (its snapshot names the sides a_to_b, b_to_a)."""
+        side = {"ab": "a_to_b", "ba": "b_to_a"}[queue.settings["line_direction"]]
+        return (net.delay_element(queue.node).snapshot().get(side) or {}).get("queue") or {}
+
     def counters(self, net, queue: Queue) -> dict[str, int]:
-        side = {"ab": "a_to_b", "ba": "b_to_a"}[queue.settings["line_direction"]]     # the snapshot's names
-        q = (net.delay_element(queue.node).snapshot().get(side) or {}).get("queue") or {}
+        q = self.queue_stats(net, queue)
         return {"sent_bytes": int(q.get("sent_bytes", 0)), "sent_pkts": int(q.get("sent", 0)),
                 "dropped": int(q.get("dropped", 0))}
 
