@@ -82,6 +82,8 @@ class RunSession:
         self._captures: list = []
         self._watches: dict[tuple[str, int], NodeProcess] = {}
         self._record: dict[str, Any] = {}
+        self._trace_clocks: dict[str, Any] = {}
+        self._before_fetch: dict[str, dict] = {}                # node → what its part set
         self._t0 = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -130,7 +132,14 @@ class RunSession:
             gateway, peer = n.gateway(side), n.subnet("server" if side == "client" else "client")
         return InstallContext(gateway=gateway, peer_net=peer, rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s,
                               profile=prof.name, access=prof.access, mtu=prof.mtu, instance=self.instance,
-                              defaults=self.net.defaults)
+                              defaults=self.net.defaults, trace_clock=self.trace_clock("down"))
+
+    def trace_clock(self, direction: str):
+        """`direction`'s bottleneck trace against the host's clock (None at a fixed rate);
+        read from the running link once."""
+        if direction not in self._trace_clocks:
+            self._trace_clocks[direction] = self.net.trace_clock(direction)
+        return self._trace_clocks[direction]
 
     # -- variants -------------------------------------------------------------------------
     def install(self, variant: Variant | str, *, server=(), client=(), router=()) -> Variant:
@@ -149,6 +158,14 @@ class RunSession:
             for node in nodes:
                 self._on_node.setdefault(node.name, (variant, role))
         return variant
+
+    def before_fetch(self) -> None:
+        """Call just before the flow under test starts: parts that take something from the
+        moment (a hint of what a trace link offers next) set it now; recorded per node."""
+        for variant, roles in self._installed:
+            contexts = {node.name: self.context(node) for nodes in roles.values() for node in nodes}
+            for node, what in variant.before_fetch(roles, contexts).items():
+                self._before_fetch[node] = what
 
     def install_under_test(self, *, server=(), client=()) -> Variant:
         """The run's variant on these end hosts and on every router of the path."""
@@ -305,4 +322,5 @@ class RunSession:
 
     def record(self) -> dict[str, Any]:
         """What the session knows of the run, for meta.json (after the `with` block)."""
-        return {**self._record, "timings": self.timings, "flows": [f.as_dict() for f in self.flows]}
+        return {**self._record, "timings": self.timings, "flows": [f.as_dict() for f in self.flows],
+                **({"before_fetch": self._before_fetch} if self._before_fetch else {})}

@@ -86,6 +86,16 @@ class Variant:
         part = self.parts.get(role)
         return part.impl.endpoint_args(role, part.params, ctx) if part else None
 
+    def before_fetch(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext]) -> dict[str, dict]:
+        """{node name: what its part set} of the parts that act as the fetch starts."""
+        found = {}
+        for role, part in self.parts.items():
+            for node in nodes_by_role.get(role, []):
+                got = part.impl.before_fetch(node, role, part.params, contexts[node.name])
+                if got is not None:
+                    found[node.name] = got
+        return found
+
     def counters(self, nodes_by_role: dict[str, list], contexts: dict[str, InstallContext],
                  role: str) -> dict[str, dict]:
         """{node name: counters} of the parts installed in `role` that keep counters."""

@@ -125,6 +125,49 @@ def onoff(rate_on_bps: float, mean_on_s: float, mean_off_s: float, duration_s: f
     return _from_times(np.concatenate(parts) if parts else np.array([]), duration_s)
 
 
+def offered_bytes(trace: Trace, start_ms: float, end_ms: float, packet_bytes: int = DEFAULT_MTU) -> int:
+    """Bytes the looping trace offers in [start_ms, end_ms), in ms from its start: loop k
+    has an opportunity at k × period + each line's value."""
+    period = trace.period_ms
+    opp = np.asarray(trace.opportunities_ms, dtype=np.int64)
+    n, at_period = len(opp), int(np.sum(opp == period))
+
+    def before(t: float) -> int:       # opportunities in [0, t)
+        if t <= 0:
+            return 0
+        loops, rest = divmod(t, period)
+        # every earlier loop whole, but the previous loop's last line (at exactly t) not yet
+        whole = int(loops) * n - (at_period if loops >= 1 and rest == 0 else 0)
+        return whole + int(np.searchsorted(opp, rest, side="left"))
+    return (before(end_ms) - before(start_ms)) * packet_bytes
+
+
+def window_rates_bps(trace: Trace, window_ms: float, packet_bytes: int = DEFAULT_MTU) -> np.ndarray:
+    """The rate offered in each `window_ms` window that starts on a whole ms of one period
+    (every start, looping): what a flow starting at a random moment may meet."""
+    period = trace.period_ms
+    counts = np.bincount(np.asarray(trace.opportunities_ms) % period, minlength=period)
+    w = max(1, int(round(window_ms)))
+    cum = np.concatenate(([0], np.cumsum(np.concatenate([counts] * (w // period + 2)))))
+    sums = cum[np.arange(period) + w] - cum[np.arange(period)]
+    return sums * packet_bytes * 8 / (w / 1e3)
+
+
+@dataclass(frozen=True)
+class TraceClock:
+    """A running trace link's trace against the host's CLOCK_MONOTONIC (Python's
+    time.monotonic()): what it offers between two moments of a run."""
+    trace: Trace
+    epoch_s: float            # when the trace's ms 0 was, on CLOCK_MONOTONIC
+    packet_bytes: int         # what one opportunity carries (the line's opportunity bytes)
+
+    def offered_bytes(self, t0: float, t1: float) -> int:
+        return offered_bytes(self.trace, (t0 - self.epoch_s) * 1e3, (t1 - self.epoch_s) * 1e3, self.packet_bytes)
+
+    def rate_bps(self, t0: float, t1: float) -> float:
+        return self.offered_bytes(t0, t1) * 8 / (t1 - t0) if t1 > t0 else 0.0
+
+
 def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float, float],
                        window_s: float = 0.1) -> dict:
     """How full-size frames that left a trace link follow its opportunities.

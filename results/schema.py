@@ -63,6 +63,7 @@ META_FIELDS = {
     "emulator": "the delay element's figures over the run (frames, drops, lateness)",
     "host_check": "calibration and verdict, host monitor over the run, flags",
     "timings": "setup, traffic, stop and analysis times (s)", "flows": "declared and observed flows",
+    "before_fetch": "what a variant's parts set as the fetch started, per node (a hint read from the trace)",
     "sweep": "{param: value} of a sweep point", "lane": "the lane's confinement (lanes only)",
     "finished": "UTC time the run finished",
     "git_rev": "startlab's revision", "kernel": "uname -r", "machine": "host name", "host": "fleet host name",

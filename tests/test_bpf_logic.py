@@ -35,6 +35,30 @@ def test_hint_is_the_factor_of_the_true_rate_in_kbps():
         hint_kbps(0, 1.0)
 
 
+def test_the_hints_basis_on_a_trace_link_is_its_mean_its_10th_percentile_or_what_it_offers_next():
+    """On a trace link `basis` picks the rate the factor multiplies; at a fixed rate all are it."""
+    from hosts.implementations.base import InstallContext
+    from links import traces
+    # 100 ms at 24 Mbit/s (2 opportunities of 1500 B per ms), then 100 ms of nothing
+    t = traces.parse("".join(f"{ms}\n{ms}\n" for ms in range(1, 101)) + "200\n")
+    clock = traces.TraceClock(t, epoch_s=1000.0, packet_bytes=1500)
+    ctx = InstallContext(rate_bps=t.mean_bps(), rtt_s=0.02, trace_clock=clock)
+    params = Blitzstart().resolve({"basis": "rate"})
+    assert Blitzstart._basis_bps(params, ctx, 1000.0) == ctx.rate_bps
+    # 10th percentile over 20 ms windows: two fifths of them fall in the silence
+    assert Blitzstart._basis_bps({**params, "basis": "p10"}, ctx, 1000.0) == 0.0
+    # The oracle reads the RTT after the handshake: [t + 20 ms, t + 40 ms)
+    assert Blitzstart._basis_bps({**params, "basis": "oracle"}, ctx, 1000.010) == pytest.approx(24e6)
+    assert Blitzstart._basis_bps({**params, "basis": "oracle"}, ctx, 1000.120) == 0.0
+    assert Blitzstart._basis_bps({**params, "basis": "oracle"}, ctx, 1000.190) == pytest.approx(24e6)  # next loop
+    fixed = InstallContext(rate_bps=50e6, rtt_s=0.05)
+    for basis in ("rate", "p10", "oracle"):
+        assert Blitzstart._basis_bps({**params, "basis": basis}, fixed, 0.0) == 50e6
+    assert Blitzstart._client_config({**params, "factor": 2.0}, ctx, 0.0).hint_kbps == 2   # an outage still hints
+    with pytest.raises(ValueError):
+        Blitzstart().resolve({"basis": "median"})
+
+
 def test_option_round_trip_and_layout():
     opt = encode_option(50_000, TECHNOLOGIES["dsl"])
     assert len(opt) == 10 and opt[0] == OPTION_KIND and opt[1] == 10

@@ -58,15 +58,20 @@ def test_an_onoff_trace_has_silences_and_its_on_rate():
 
 
 def test_the_catalogue_traces_are_their_models():
-    """Every trace in links/traces/catalogue.yaml exists, loops over its duration and has its
-    model's rate: exactly for a constant one, within 2 % (a 60 s realisation) for Poisson."""
+    """Every trace in links/traces/catalogue.yaml is its seeded model's output, loops over its
+    duration and has its model's rate: exactly for a constant one, within 2 % (a 60 s
+    realisation) for Poisson, between off and on for on/off (its sojourns last seconds)."""
     entries = traces.catalogue()
-    assert entries
+    assert {e.model for e in entries.values()} == set(traces.MODELS)
     for entry in entries.values():
         t = traces.read(entry.path)
+        assert entry.generate() == t, entry.name
         assert t.period_ms == round(entry.params["duration_s"] * 1e3), entry.name
-        rel = 0 if entry.model == "constant" else 0.02
-        assert t.mean_bps() == pytest.approx(entry.params["rate_bps"], rel=rel, abs=1), entry.name
+        if entry.model == "onoff":
+            assert entry.params["rate_off_bps"] < t.mean_bps() < entry.params["rate_on_bps"], entry.name
+        else:
+            rel = 0 if entry.model == "constant" else 0.02
+            assert t.mean_bps() == pytest.approx(entry.params["rate_bps"], rel=rel, abs=1), entry.name
         assert entry.source
 
 
@@ -93,3 +98,30 @@ def test_departures_are_judged_against_the_opportunities():
     assert traces.departures_against(t, early, backlogged=(0.1, 3.9))["overdrawn"] == 1
     short = traces.departures_against(t, np.delete(left, np.s_[100:110]), backlogged=(0.0, 4.0))
     assert short["window_mismatch_max"] >= 5 and short["overdrawn"] == 0
+
+
+def test_offered_bytes_loop_over_the_period_and_count_the_last_line_as_the_next_loops_first():
+    t = traces.parse("2\n5\n5\n10\n")                   # period 10 ms; the 10 is the next loop's 0
+    assert traces.offered_bytes(t, 0, 10, 1) == 3         # at 2, 5, 5 (the one at 10 is not before 10)
+    assert traces.offered_bytes(t, 0, 10.5, 1) == 4
+    assert traces.offered_bytes(t, 5, 6, 1) == 2
+    assert traces.offered_bytes(t, 3, 32, 1) == 2 + 3 + 3 + 3   # 5,5 | 10,12,15,15 | ... up to 32
+    assert traces.offered_bytes(t, 4, 4, 1500) == 0
+
+
+def test_window_rates_take_every_start_of_the_loop():
+    t = traces.parse("1\n10\n")                          # opportunities at 1 and 10 (= 0) in each 10 ms
+    rates = traces.window_rates_bps(t, 5, packet_bytes=1)
+    assert len(rates) == 10
+    # a window from s holds the ms s..s+4 of the loop (10 is the next loop's 0)
+    assert list(rates * 5e-3 / 8) == [2, 1, 0, 0, 0, 0, 1, 2, 2, 2]
+    onoff = traces.onoff(40e6, 0.08, 0.02, 20.0, seed=1)
+    assert np.mean(traces.window_rates_bps(onoff, 30)) == pytest.approx(onoff.mean_bps(), rel=1e-6)
+
+
+def test_a_trace_clock_reads_the_trace_from_its_epoch():
+    t = traces.constant(12e6, 1.0)                       # one packet per ms
+    clock = traces.TraceClock(t, epoch_s=100.0, packet_bytes=1514)
+    assert clock.offered_bytes(100.0, 100.5) == 499 * 1514          # at 1 … 499 ms
+    assert clock.rate_bps(101.25, 101.35) == pytest.approx(100 * 1514 * 8 / 0.1)
+    assert clock.rate_bps(5.0, 5.0) == 0.0

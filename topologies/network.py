@@ -21,7 +21,7 @@ from machine.host import HostMonitor, HostTiming
 from machine.capabilities import require_root, switch_kind
 from machine.cpuset import own_cpus
 from machine.errors import UserError
-from links import delay, shapers
+from links import delay, shapers, traces
 from topologies import endhosts
 from topologies.endhosts import EndHostDefaults
 from links.hostfit import EmulatorTuning, delay_flags, rate_flags, tuning_for
@@ -184,6 +184,16 @@ class Network:
         the servers (the one the competing flows share), 'up' next to the clients."""
         hop = self.names.routers - 1 if direction == "down" else 1
         return next(q for q in self.queues if q.direction == direction and q.hop == hop)
+
+    def trace_clock(self, direction: str):
+        """The trace that drains `direction`'s bottleneck, against the host's clock (None on
+        a fixed-rate link): what the link offers between two moments."""
+        q = self.queue(direction)
+        if not q.settings.get("trace"):
+            return None
+        stats = self.shaper.queue_stats(self, q)
+        return traces.TraceClock(traces.read(Path(q.settings["trace"])), stats["trace_epoch_mono_ns"] / 1e9,
+                                 int(q.settings["opportunity_bytes"]))
 
     def capture_points(self) -> dict[str, tuple[str, str]]:
         """(node, interface) of the standard capture points: the clients' uplink (what the

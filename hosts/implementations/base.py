@@ -31,6 +31,9 @@ class InstallContext:
     mtu: int = 1500                    # the path's IP MTU (a user-space endpoint sizes datagrams by it)
     instance: object = None            # the registry entry that records what we change
     defaults: EndHostDefaults = field(default_factory=EndHostDefaults)   # what to put back
+    # On a trace link: the downstream bottleneck's trace against the host's clock
+    # (links.traces.TraceClock), for hints taken from the trace; None at a fixed rate.
+    trace_clock: object = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,12 @@ class Implementation(ABC):
         """Command-line arguments of the user-space endpoint this part configures for `role`
         (a QUIC server or client); None where the scheme lives in the kernel and any
         application carries it."""
+        return None
+
+    def before_fetch(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
+        """Called just before the flow under test starts, for a part that takes something
+        from the moment (a hint of the rate the trace offers next). Returns what it set, for
+        the run's record (None: nothing)."""
         return None
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:

@@ -27,7 +27,7 @@ Everything else — filling the link, the timing, captures, checks — is one co
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from config.params import Param
 from hosts.apps import make_object
@@ -48,8 +48,10 @@ def tx_bytes(node, intf: str) -> int:
     raise WorkloadError(f"interface {intf} not found in {node.name}")
 
 
-def wait_until_filled(router, intf: str, rate_bps: float, rtt_s: float, p: dict) -> float:
-    """Block until the queue's egress has carried ≥ fill_fraction of its rate over a window.
+def wait_until_filled(router, intf: str, offered_bps: Callable[[float, float], float], rtt_s: float,
+                      p: dict) -> float:
+    """Block until the queue's egress has carried ≥ fill_fraction of what the link offered
+    over a window (its rate; on a trace link what the trace offered in that window).
 
     Returns the seconds it took; raises WorkloadError if the long flow never fills the link.
     """
@@ -64,12 +66,21 @@ def wait_until_filled(router, intf: str, rate_bps: float, rtt_s: float, p: dict)
             samples.pop(0)
         t0, b0 = samples[0]
         if now - t0 >= window * 0.98:
-            rate = (samples[-1][1] - b0) * 8 / (now - t0)
-            if rate >= p["fill_fraction"] * rate_bps:
+            rate, offered = (samples[-1][1] - b0) * 8 / (now - t0), offered_bps(t0, now)
+            if offered > 0 and rate >= p["fill_fraction"] * offered:
                 return now - start
         time.sleep(0.05)
-    raise WorkloadError(f"the long flow did not fill the bottleneck ({p['fill_fraction']:.0%} of "
-                        f"{rate_bps / 1e6:g} Mbit/s for {window:.2f} s) within {p['fill_timeout_s']:g} s")
+    raise WorkloadError(f"the long flow did not fill the bottleneck ({p['fill_fraction']:.0%} of what it "
+                        f"offered for {window:.2f} s) within {p['fill_timeout_s']:g} s")
+
+
+def offered_rate(session) -> Callable[[float, float], float]:
+    """The downstream bottleneck's rate between two moments: its trace's on a trace link."""
+    clock = session.trace_clock("down")
+    if clock is not None:
+        return clock.rate_bps
+    rate = session.profile.rate_bps("down")
+    return lambda t0, t1: rate
 
 
 def load_shaper(node, intf: str, prof, load: float) -> TbfSettings:
@@ -80,14 +91,15 @@ def load_shaper(node, intf: str, prof, load: float) -> TbfSettings:
                        limit_bytes=max(4 * burst, int(rate * prof.rtt_s / 8)), buffer_packets=0)
 
 
-def link_use(before: dict[str, dict], after: dict[str, dict], seconds: float, rate_bps: float) -> dict:
-    """Utilisation (bytes the downstream queue sent ÷ what its rate allows in `seconds`) and
-    drop rate (packets it dropped ÷ packets that arrived at it) between two readings."""
+def link_use(before: dict[str, dict], after: dict[str, dict], seconds: float, offered_bits: float) -> dict:
+    """Utilisation (bits the downstream queue sent ÷ the bits the link offered in those
+    `seconds`) and drop rate (packets it dropped ÷ packets that arrived at it) between two
+    readings."""
     sent = sum(after[i]["sent_bytes"] - before[i]["sent_bytes"] for i in after)
     pkts = sum(after[i]["sent_pkts"] - before[i]["sent_pkts"] for i in after)
     drops = sum(after[i]["dropped"] - before[i]["dropped"] for i in after)
     return {"seconds": seconds, "sent_bytes": sent, "sent_pkts": pkts, "dropped_pkts": drops,
-            "utilisation": sent * 8 / (rate_bps * seconds) if seconds > 0 else None,
+            "utilisation": sent * 8 / offered_bits if offered_bits > 0 else None,
             "drop_rate": drops / (pkts + drops) if pkts + drops else 0.0}
 
 
@@ -171,17 +183,19 @@ class Competing(Workload):
             if shaper:
                 time.sleep(params["settle_s"])
             else:
-                t["fill_s"] = wait_until_filled(session.host(down.node), down.intf, prof.rate_bps("down"),
+                t["fill_s"] = wait_until_filled(session.host(down.node), down.intf, offered_rate(session),
                                                 prof.rtt_s, params)
             if not long_proc.running():
                 raise WorkloadError(f"the long flow ended early: {long_proc.output()[-300:]}")
             t["traffic_long_before_short_s"] = time.monotonic() - t1
+        session.before_fetch()
         t2 = time.monotonic()
         queue_before = session.queue_counters("down")
         app = apps.fetch(session, client, url_path, size_bytes, transfer_timeout)
         t["traffic_short_s"] = time.monotonic() - t2
         time.sleep(max(0.2, params["tail_rtts"] * prof.rtt_s))
-        use = link_use(queue_before, session.queue_counters("down"), time.monotonic() - t2, prof.rate_bps("down"))
+        t3 = time.monotonic()
+        use = link_use(queue_before, session.queue_counters("down"), t3 - t2, offered_rate(session)(t2, t3) * (t3 - t2))
         return WorkloadResult(
             spec=competing_spec(apps, size_bytes, params["long_flow"], prof.rtt_s, prof.rate_bps("down")),
             app=app,

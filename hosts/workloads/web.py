@@ -46,7 +46,7 @@ from hosts.capture import Capture, drain, not_exact
 from hosts.workloads import httperf as hp
 from hosts.workloads import surge
 from hosts.workloads.base import HostNeeds, Workload, WorkloadError, WorkloadResult, repetition_seed
-from hosts.workloads.competing import link_use
+from hosts.workloads.competing import link_use, offered_rate
 from wire.httperf_log import parse_files
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -269,7 +269,8 @@ class Web(Workload):
         stopped = self._wait(session, replays, key, t0 + bound_s)
         time.sleep(max(0.2, 2 * prof.rtt_s))            # the last connections close
         t_end = time.time()
-        use = link_use(queue_before, session.queue_counters("down"), time.monotonic() - t0, prof.rate_bps("down"))
+        t1 = time.monotonic()
+        use = link_use(queue_before, session.queue_counters("down"), t1 - t0, offered_rate(session)(t0, t1) * (t1 - t0))
         lighttpd_cpu = cpu_seconds(lighttpd.proc.pid)
         lighttpd.stop()
 

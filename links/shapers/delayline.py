@@ -62,7 +62,8 @@ class DelayLineQueue(Shaper):
                      settings={"shaper": self.name, "rate_bps": queue.rate_bps, "limit_bytes": queue.limit_bytes,
                                "buffer_packets": profile.buffer_packets(direction), "policy": queue.policy,
                                "low_dscp": list(queue.low_dscp), "line_direction": self.line_direction(direction),
-                               "trace": str(queue.trace) if queue.trace else None, "loss": queue.loss},
+                               "trace": str(queue.trace) if queue.trace else None,
+                               "opportunity_bytes": queue.opportunity_bytes if queue.trace else None, "loss": queue.loss},
                      before=toward_core, after=from_core)
 
     def lone_frame_delay_s(self, queue: Queue, frame_bytes: int) -> float:
