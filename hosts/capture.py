@@ -21,6 +21,11 @@ class Capture:
     # left "0 captured, 2 received by filter" for good. Counted once tcpdump listens, before
     # any traffic of the run, and subtracted from what is still to write.
     before_filter: int = 0
+    # What its filter had taken when drain() found it caught up, after the run's processes
+    # had stopped (None: never found so). Packets after that are the stopped flows' tail
+    # still in the path — a slow trace link's deep queue drains for most of a second — and
+    # a stop may leave some unwritten without losing anything of the run.
+    drained_at: int | None = None
 
     def __init__(self, node, intf: str, path: Path, instance, bpf_filter: str = "tcp"):
         self.path = Path(path)
@@ -53,8 +58,12 @@ class Capture:
 
     def caught_up(self) -> bool:
         """Has tcpdump written every packet its filter took, as of its last report?"""
-        behind = self.behind(self.counters())
-        return behind is not None and behind <= 0
+        c = self.counters()
+        behind = self.behind(c)
+        if behind is not None and behind <= 0:
+            self.drained_at = c["received_by_filter"]
+            return True
+        return False
 
     def behind(self, c: dict[str, int | None]) -> int | None:
         """Packets its filter took of the run's and tcpdump has not written, by counters `c`."""
@@ -69,10 +78,23 @@ class Capture:
         and what is still in its buffer at the stop is lost; drain() waits for it first)."""
         self.proc.stop(grace_s=5.0)
         c = self.counters()
-        behind = self.behind(c)
+        run, tail = unwritten(self.behind(c), c["received_by_filter"], self.drained_at)
         return {"file": self.path.name, "captured": c["captured"], "dropped_by_kernel": c["dropped_by_kernel"],
                 "received_by_filter": c["received_by_filter"], "before_filter": self.before_filter,
-                "unwritten": max(0, behind) if behind is not None else None}
+                "unwritten": run, "unwritten_after_traffic": tail}
+
+
+def unwritten(behind: int | None, received: int | None, drained_at: int | None) -> tuple[int | None, int]:
+    """(packets of the run left unwritten, packets of the tail after it left unwritten).
+
+    tcpdump writes in the order its filter takes packets, so what it had not written at the
+    stop is the last `behind` it took; of those, the ones taken after the drain found it
+    caught up (received - drained_at) came after the run's processes had stopped."""
+    if behind is None:
+        return None, 0
+    behind = max(0, behind)
+    tail = max(0, received - drained_at) if drained_at is not None and received is not None else 0
+    return max(0, behind - tail), min(behind, tail)
 
 
 def drain(captures: list[Capture], max_s: float = 60.0) -> float:
