@@ -193,6 +193,23 @@ def test_result_is_json(competing: tuple[Run, dict]) -> None:
         m["short"]["lost_pkts"] + m["long"]["lost_pkts"]
 
 
+def test_a_first_flight_a_timeout_disturbed_is_marked(tmp_path: Path) -> None:
+    """A SYN sent twice (its first answer late, as behind a trace link's outage): the sender
+    starts from one segment, so its first flight says nothing about the initial window."""
+    run = Run()
+    c = Conversation(CLIENT, 40000, "10.0.1.1", 80, server_isn=5000)
+    run.caps.upstream(c.syn(1.0))
+    add_short_flow(run, 2.0, SIZE, drops=set(), spurious=set())
+    run.caps.write(tmp_path)
+    m = run_metrics(tmp_path, spec(SIZE, long=False))
+    assert m["flows"]["short"]["first_flight"]["disturbed"] == "handshake retransmitted"
+    clean = tmp_path / "clean"
+    run = Run()
+    add_short_flow(run, 2.0, SIZE, drops=set(), spurious=set())
+    run.caps.write(clean)
+    assert "disturbed" not in run_metrics(clean, spec(SIZE, long=False))["flows"]["short"]["first_flight"]
+
+
 def test_short_flow_alone_across_sequence_wrap(tmp_path: Path) -> None:
     run = Run()
     size = 200_000

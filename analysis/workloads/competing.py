@@ -72,8 +72,17 @@ def _at_bottleneck(client: Capture, conn: int, port: int, bneck_in: Capture, bne
         "lost_pkts": flows.segments_missing(bneck_in.packets, j, dj, bneck_out.packets, k, dk),
         "sent_bytes": flows.sent_bytes(bneck_in.conns, j, dj),
         "sent_unique_bytes": flows.delivered_bytes(bneck_in.conns, j, dj),
-        "first_flight": flows.first_flight(bneck_in.packets, j, dj, mss),
+        "first_flight": _first_flight(bneck_in, j, dj, bneck_out, k, dk, mss),
     }
+
+
+def _first_flight(bneck_in: Capture, j: int, dj: int, bneck_out: Capture, k: int | None, dk: int, mss: int) -> dict:
+    """The flow's first flight, marked when a loss or a timeout disturbed it
+    (flows.first_flight_disturbed: its check then counts it instead). On a trace link an
+    outage delays the first ACK past the tail loss probe, or the SYN-ACK past its timeout."""
+    flight = flows.first_flight(bneck_in.packets, j, dj, mss)
+    why = flows.first_flight_disturbed(bneck_in.packets, j, dj, bneck_out.packets, k, dk)
+    return {**flight, "disturbed": why} if why else flight
 
 
 def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] | None,

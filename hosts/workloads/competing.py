@@ -16,6 +16,11 @@ bottleneck. The fetch starts once the flows have run `settle_s`. The bottleneck 
 counters over the fetch (from its start to the end of the tail) give the link's
 utilisation and drop rate in that time, for every run.
 
+On a trace link "filled" and the link's utilisation are against what the trace offered in
+the same window (the trace on the host's clock, links/traces.TraceClock), not its mean: an
+outage is not an empty link. Just before the fetch, parts that take their hint from the
+moment set it (session.before_fetch: Blitzstart's oracle).
+
 Hosts: cl1 ← sv1 is the flow under test (its server, client and the routers get the
 variant), cl2 ← sv2 the long flow, as in the paper's four-host setup.
 
