@@ -34,6 +34,9 @@ class EndHostDefaults:
     pacing_ss_ratio: int = 200         # kernel pacing rate in slow start, % of cwnd/RTT
     pacing_ca_ratio: int = 120         # … in congestion avoidance
     sack: bool = True                  # selective acknowledgements (RFC 2018)
+    # Congestion window validation after idle (RFC 2861/7661's restart; Quick-Start requests
+    # after it): a connection idle for an RTO restarts from a smaller window.
+    slow_start_after_idle: bool = True
     # Socket buffers that never cap a window on the profiles' BDPs plus buffers
     # (lab-1g: 2.5 MB BDP + 2.5 MB queue).
     rmem: str = "4096 131072 67108864"
@@ -71,9 +74,12 @@ def set_sack(node, on: bool) -> None:
     check_cmd(node, f"sysctl -qw net.ipv4.tcp_sack={1 if on else 0}")
 
 
-def set_route(node, gateway: str, initcwnd: int, initrwnd: int | None = None, replace: bool = True) -> None:
-    """The default route with its window attributes (initrwnd None: the kernel's)."""
-    attrs = f"initcwnd {int(initcwnd)}" + (f" initrwnd {int(initrwnd)}" if initrwnd else "")
+def set_route(node, gateway: str, initcwnd: int, initrwnd: int | None = None, replace: bool = True,
+              mtu: int | None = None) -> None:
+    """The default route with its window attributes (initrwnd None: the kernel's) and, when
+    given, a smaller MTU for what the node sends (locked: path MTU discovery keeps it)."""
+    attrs = (f"initcwnd {int(initcwnd)}" + (f" initrwnd {int(initrwnd)}" if initrwnd else "")
+             + (f" mtu lock {int(mtu)}" if mtu else ""))
     check_cmd(node, f"ip route {'replace' if replace else 'add'} default via {gateway} {attrs}")
 
 
@@ -83,5 +89,6 @@ def apply(node, defaults: EndHostDefaults, gateway: str, instance) -> None:
     set_pacing_ratios(node, defaults.pacing_ss_ratio, defaults.pacing_ca_ratio)
     set_sack(node, defaults.sack)
     check_cmd(node, f"sysctl -qw net.ipv4.tcp_rmem='{defaults.rmem}' net.ipv4.tcp_wmem='{defaults.wmem}' "
-                    "net.ipv4.tcp_no_metrics_save=1")
+                    "net.ipv4.tcp_no_metrics_save=1 "
+                    f"net.ipv4.tcp_slow_start_after_idle={int(defaults.slow_start_after_idle)}")
     set_route(node, gateway, defaults.iw)

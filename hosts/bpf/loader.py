@@ -60,10 +60,10 @@ CWND_CLAMP = 1 << 6
 TCP_BPF_RTO_MIN = 1004            # uapi linux/bpf.h: a socket's RTO floor in microseconds (BPF only)
 
 # struct stl_qs_host (stl_common.h): the rate code, then the counters.
-QS_HOST_FORMAT = "<14I"
+QS_HOST_FORMAT = "<16I"
 QS_HOST_COUNTERS = ("requests_sent", "echoes", "approved", "rejected", "ttl_mismatch", "nonce_mismatch",
                     "no_echo", "last_rate_code", "last_rtt_us", "last_cwnd", "requests_seen",
-                    "echoes_sent", "errors")
+                    "echoes_sent", "errors", "restart_requests", "restart_approved")
 # struct stl_qs_router: lock, method, capacity, interval, N, approval intervals, thresh, w;
 # then the state (epoch, 8 + 8 slots, ewma) and the counters.
 QS_ROUTER_FORMAT = "<IIQQIIII" + "Q" * 18 + "Q" * 6

@@ -20,6 +20,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "stl_common.h"
+#include "stl_ca_priv.h"
 
 extern void cubictcp_init(struct sock *sk) __ksym;
 extern u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
@@ -119,18 +120,7 @@ static __always_inline u32 base_undo_cwnd(struct sock *sk, int base)
 /* ---- The first round -------------------------------------------------------------------
  * Jump Start and Quick-Start size their first window themselves and pace it over the first
  * RTT: from the first data segment (CA_EVENT_TX_START) to the first ACK of new data. Their
- * state, after the base algorithm's: */
-enum stl_round { ROUND_WAITING = 0, ROUND_ACTIVE, ROUND_DONE };
-
-struct stl_round_priv {
-	struct bictcp cubic; /* the kernel CUBIC's state (unused under Reno) */
-	u32 window;          /* segments admitted in the first round (Jump Start's D, Quick-Start's Q) */
-	u32 round_high;      /* snd_nxt when the round ended: the end of its flight */
-	u8 phase;
-	u8 round_loss;       /* a segment of the round was lost ... */
-	u8 round_cut;        /* ... and the scheme's end-of-recovery response was applied */
-	u8 last_state;       /* the CA state before the current set_state call */
-};
+ * state, after the base algorithm's, is struct stl_round_priv (stl_ca_priv.h). */
 STL_CA_PRIV_FITS(struct stl_round_priv);
 
 static __always_inline struct stl_round_priv *round_priv(struct sock *sk)

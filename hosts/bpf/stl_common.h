@@ -59,6 +59,17 @@ struct stl_node_cfg {
 #define STL_QS_LEN 8
 #define STL_QS_HDR 52          /* H of Equation 1: IPv4 + TCP + timestamp option bytes */
 
+/* A Quick-Start server socket's mark, set by the sock_ops program, read by its congestion
+ * control (approvals) and seen by the tc sender on its packets (skb->mark): the tag in
+ * the top byte, whether the handshake's request was approved, the id of the last
+ * approval (0 at the handshake, the restart count after idle) and its window. */
+#define STL_QS_MARK_TAG 0x51u                 /* 'Q' */
+#define STL_QS_MARK_START (1u << 23)
+#define STL_QS_MARK(id, window) ((STL_QS_MARK_TAG << 24) | (((id) & 0x7fu) << 16) | ((window) & 0xffffu))
+#define STL_QS_MARK_IS(mark) (((mark) >> 24) == STL_QS_MARK_TAG)
+#define STL_QS_MARK_ID(mark) (((mark) >> 16) & 0x7fu)
+#define STL_QS_MARK_WINDOW(mark) ((mark) & 0xffffu)
+
 /* One connection, seen from either end (network byte order throughout). */
 struct stl_qs_key {
 	__u32 client_ip;
@@ -73,7 +84,7 @@ struct stl_qs_req {
 	__u32 rate_code;
 	__u32 ttl_diff;
 	__u32 nonce;           /* 30 bits */
-	__u32 pad;
+	__u32 restart;         /* 0: on the SYN-ACK; n: on the first data after the n-th idle restart */
 };
 
 /* Per Quick-Start host (key: its IPv4 address), config from the loader, counters from
@@ -90,9 +101,11 @@ struct stl_qs_host {
 	__u32 last_rate_code;  /* server: approved code of the last approved connection */
 	__u32 last_rtt_us;
 	__u32 last_cwnd;       /* server: Equation 1's window for it, segments */
-	__u32 requests_seen;   /* client: SYN-ACKs that carried a request */
+	__u32 requests_seen;   /* client: segments that carried a request (SYN-ACKs, data after idle) */
 	__u32 echoes_sent;     /* client: ACKs that carried option 27 */
 	__u32 errors;
+	__u32 restart_requests; /* server: data segments after idle that carried a request */
+	__u32 restart_approved; /* server: their echoes that passed the checks with rate > 0 */
 };
 
 /* Router, one per egress interface (array map of one entry). The loader writes the

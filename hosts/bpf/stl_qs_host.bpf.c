@@ -4,22 +4,38 @@
  * stl_qs_sender — egress of a Quick-Start server: every SYN-ACK of a server listed in
  *   stl_qs_hosts leaves with an 8-byte IPv4 option, a Quick-Start Request of the
  *   server's rate code with a random QS TTL and a random 30-bit nonce (RFC 4782 §3.1,
- *   §4.1). The room is made between the IP and TCP headers; IHL, total length and the
- *   header checksum are fixed (TCP's pseudo-header does not cover IP options). What was
- *   sent is remembered per connection in stl_qs_sent for the sock_ops program, which
- *   checks the client's echo. The option rides on the SYN-ACK only, which carries no
- *   data: the MSS needs no room for it.
+ *   §4.1). So does the first data segment after each restart after idle (Scharf's rule):
+ *   the connection's congestion control counts the kernel's restarts in its private
+ *   state (struct stl_qs_priv), read here from the socket, and stl_qs_restarts keeps the
+ *   count the last request was for. The room is made between the IP and TCP headers;
+ *   IHL, total length and the header checksum are fixed (TCP's pseudo-header does not
+ *   cover IP options). A full data segment has no room for 8 more bytes: the server's
+ *   route MTU is 8 bytes less (hosts/implementations/quickstart.py), so every segment
+ *   of its connections is 8 bytes shorter. What was sent is remembered per connection
+ *   in stl_qs_sent for the sock_ops program, which checks the client's echo.
  *
- * stl_qs_receiver — ingress of a Quick-Start client: a SYN-ACK arriving with a request
- *   is recorded in stl_qs_recv (rate, TTL diff = IP TTL - QS TTL as received, nonce);
- *   the sock_ops program echoes it in TCP option 27 on the handshake's ACK (§4.2). The
- *   kernel's own IP layer ignores the unknown option.
+ * stl_qs_receiver — ingress of a Quick-Start client: a segment arriving with a request
+ *   (a SYN-ACK, or data after idle) is recorded in stl_qs_recv (rate, TTL diff = IP TTL
+ *   - QS TTL as received, nonce); the sock_ops program echoes it in TCP option 27 on the
+ *   next ACK (§4.2). The kernel's own IP layer ignores the unknown option.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "stl_ca_priv.h"
 #include "stl_qs_maps.h"
 #include "stl_qs_pkt.h"
+
+/* Server side: the restart count the last request after idle of each connection was for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct stl_qs_key);
+	__type(value, __u32);
+} stl_qs_restarts SEC(".maps");
+
+/* Where struct stl_qs_priv keeps `restarts` in the socket's icsk_ca_priv (u64 words). */
+#define QS_RESTARTS_OFF __builtin_offsetof(struct stl_qs_priv, restarts)
 
 static __always_inline struct iphdr *ipv4(struct __sk_buff *skb, void **end)
 {
@@ -33,30 +49,97 @@ static __always_inline struct iphdr *ipv4(struct __sk_buff *skb, void **end)
 	return ip;
 }
 
-static __always_inline int is_synack(struct iphdr *ip, void *end, struct tcphdr **tcp_out)
+/* The TCP header of an IPv4 TCP packet, or NULL. */
+static __always_inline struct tcphdr *tcp_of(struct iphdr *ip, void *end)
 {
 	struct tcphdr *tcp = (void *)ip + ip->ihl * 4;
 
 	if (ip->protocol != IPPROTO_TCP || ip->ihl < 5 || (void *)(tcp + 1) > end)
+		return NULL;
+	return tcp;
+}
+
+/* Does this data segment follow a restart after idle no request went out for yet? Its
+ * socket is a Quick-Start server's (its mark says so), whose congestion control counts
+ * the restarts; returns the count to ask for, or 0. */
+static __always_inline __u32 restart_to_request(struct __sk_buff *skb, struct stl_qs_key *key)
+{
+	struct bpf_sock *bsk = skb->sk;
+	struct tcp_sock *tp;
+	__u32 restarts, *done;
+	__u64 word;
+
+	if (!STL_QS_MARK_IS(skb->mark) || !bsk)
 		return 0;
-	*tcp_out = tcp;
-	return tcp->syn && tcp->ack;
+	tp = bpf_skc_to_tcp_sock(bsk);
+	if (!tp)
+		return 0;
+	word = tp->inet_conn.icsk_ca_priv[QS_RESTARTS_OFF / 8];
+	restarts = (word >> ((QS_RESTARTS_OFF % 8) * 8)) & 0xff;
+	if (!restarts)
+		return 0;
+	done = bpf_map_lookup_elem(&stl_qs_restarts, key);
+	if (done && *done == restarts)
+		return 0;
+	return restarts;
+}
+
+/* Put a Quick-Start Request of `host`'s rate into the packet (after its IPv4 header of 20
+ * bytes) and remember it in stl_qs_sent; 0 on success. */
+static __always_inline int put_request(struct __sk_buff *skb, struct stl_qs_host *host, struct stl_qs_key *key,
+				       __u32 restart)
+{
+	struct stl_qs_req sent = {};
+	struct iphdr *ip;
+	__u32 qs_ttl;
+	__u8 *opt;
+	void *end;
+
+	ip = ipv4(skb, &end);
+	if (!ip)
+		return -1;
+	qs_ttl = bpf_get_prandom_u32() & 0xff;
+	sent.rate_code = host->rate_code & 15;
+	sent.ttl_diff = (ip->ttl - qs_ttl) & 0xff;
+	sent.nonce = bpf_get_prandom_u32() & 0x3fffffff;
+	sent.restart = restart;
+	if (bpf_skb_adjust_room(skb, STL_QS_LEN, BPF_ADJ_ROOM_NET, 0))
+		return -1;
+	ip = ipv4(skb, &end);
+	if (!ip)
+		return -1;
+	opt = (__u8 *)(ip + 1);
+	if ((void *)(opt + STL_QS_LEN) > end)
+		return -1;
+	opt[0] = STL_QS_IPOPT;
+	opt[1] = STL_QS_LEN;
+	opt[2] = sent.rate_code;             /* function 0 (request) in the high nibble */
+	opt[3] = qs_ttl;
+	opt[7] = 0;                          /* the two reserved bits */
+	qs_set_nonce(opt, sent.nonce);
+	ip->ihl = 7;
+	ip->tot_len = bpf_htons(bpf_ntohs(ip->tot_len) + STL_QS_LEN);
+	if (ip_csum_fix(ip, end))
+		return -1;
+	bpf_map_update_elem(&stl_qs_sent, key, &sent, BPF_ANY);
+	return 0;
 }
 
 SEC("tc")
 int stl_qs_sender(struct __sk_buff *skb)
 {
 	struct stl_qs_host *host;
-	struct stl_qs_req sent = {};
 	struct stl_qs_key key;
 	struct tcphdr *tcp;
 	struct iphdr *ip;
-	__u32 saddr, qs_ttl;
-	__u8 *opt;
+	__u32 saddr, restart = 0, payload;
 	void *end;
 
 	ip = ipv4(skb, &end);
-	if (!ip || ip->ihl != 5 || !is_synack(ip, end, &tcp))
+	if (!ip || ip->ihl != 5)
+		return TC_ACT_OK;
+	tcp = tcp_of(ip, end);
+	if (!tcp)
 		return TC_ACT_OK;
 	saddr = ip->saddr;
 	host = bpf_map_lookup_elem(&stl_qs_hosts, &saddr);
@@ -66,37 +149,24 @@ int stl_qs_sender(struct __sk_buff *skb)
 	key.server_ip = ip->saddr;
 	key.client_port = tcp->dest;
 	key.server_port = tcp->source;
-	qs_ttl = bpf_get_prandom_u32() & 0xff;
-	sent.rate_code = host->rate_code & 15;
-	sent.ttl_diff = (ip->ttl - qs_ttl) & 0xff;
-	sent.nonce = bpf_get_prandom_u32() & 0x3fffffff;
-
-	if (bpf_skb_adjust_room(skb, STL_QS_LEN, BPF_ADJ_ROOM_NET, 0)) {
+	if (!(tcp->syn && tcp->ack)) {
+		payload = bpf_ntohs(ip->tot_len) - 20 - tcp->doff * 4;
+		if (tcp->syn || !payload || payload > 0xffff)
+			return TC_ACT_OK;
+		restart = restart_to_request(skb, &key);
+		if (!restart)
+			return TC_ACT_OK;
+		if (skb->gso_segs > 1) {         /* one request per segment on the wire: no GSO */
+			__sync_fetch_and_add(&host->errors, 1);
+			return TC_ACT_OK;
+		}
+		bpf_map_update_elem(&stl_qs_restarts, &key, &restart, BPF_ANY);
+	}
+	if (put_request(skb, host, &key, restart)) {
 		__sync_fetch_and_add(&host->errors, 1);
 		return TC_ACT_OK;
 	}
-	ip = ipv4(skb, &end);
-	if (!ip)
-		return TC_ACT_OK;
-	opt = (__u8 *)(ip + 1);
-	if ((void *)(opt + STL_QS_LEN) > end) {
-		__sync_fetch_and_add(&host->errors, 1);
-		return TC_ACT_OK;
-	}
-	opt[0] = STL_QS_IPOPT;
-	opt[1] = STL_QS_LEN;
-	opt[2] = sent.rate_code;             /* function 0 (request) in the high nibble */
-	opt[3] = qs_ttl;
-	opt[7] = 0;                          /* the two reserved bits */
-	qs_set_nonce(opt, sent.nonce);
-	ip->ihl = 7;
-	ip->tot_len = bpf_htons(bpf_ntohs(ip->tot_len) + STL_QS_LEN);
-	if (ip_csum_fix(ip, end)) {
-		__sync_fetch_and_add(&host->errors, 1);
-		return TC_ACT_OK;
-	}
-	bpf_map_update_elem(&stl_qs_sent, &key, &sent, BPF_ANY);
-	__sync_fetch_and_add(&host->requests_sent, 1);
+	__sync_fetch_and_add(restart ? &host->restart_requests : &host->requests_sent, 1);
 	return TC_ACT_OK;
 }
 
@@ -114,7 +184,10 @@ int stl_qs_receiver(struct __sk_buff *skb)
 	int off;
 
 	ip = ipv4(skb, &end);
-	if (!ip || ip->ihl <= 5 || !is_synack(ip, end, &tcp))
+	if (!ip || ip->ihl <= 5)
+		return TC_ACT_OK;
+	tcp = tcp_of(ip, end);
+	if (!tcp)
 		return TC_ACT_OK;
 	daddr = ip->daddr;
 	host = bpf_map_lookup_elem(&stl_qs_hosts, &daddr);

@@ -18,15 +18,18 @@
  *  - Paced kernel TCP: gives every connection a maximum pacing rate, which turns on the
  *    kernel's internal pacing (at tcp_pacing_ss_ratio / tcp_pacing_ca_ratio of cwnd/RTT;
  *    the cap itself, ~34 Gbit/s, never binds).
- *  - Quick-Start client: echoes the request its SYN-ACK arrived with (recorded by the
- *    tc program stl_qs_receiver) in TCP option 27 on the handshake's ACK.
- *  - Quick-Start server: checks that echo against the request its tc program
+ *  - Quick-Start client: echoes a request a segment arrived with (recorded by the tc
+ *    program stl_qs_receiver: on the SYN-ACK, or on the first data after idle) in TCP
+ *    option 27 on its next ACK (the handshake's, or the one that acknowledges it).
+ *  - Quick-Start server: checks the handshake's echo against the request its tc program
  *    stl_qs_sender put on the SYN-ACK (rate not above the request, TTL diff, the nonce
  *    bits of the steps at or below the echoed rate: RFC 4782 §4.3); if it passes,
  *    cwnd = rate x RTT x MSS/(MSS+H) (Equation 1 of §4.6.1, the RTT being the SYN-ACK's
- *    sample) and the socket gets the Quick-Start congestion control cfg.cc, which paces
- *    that window at the approved rate. Otherwise the socket keeps the namespace's
- *    congestion control and initial window: slow start.
+ *    sample). Every accepted socket gets the Quick-Start congestion control cfg.cc, and a
+ *    mark that tells it whether to pace that window at the approved rate or slow-start
+ *    from the namespace's initial window. Later ACKs with option 27 are parsed: an echo
+ *    of a request sent after idle, approved, marks the socket with its window, which the
+ *    congestion control applies (quickstart.bpf.c).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -35,6 +38,7 @@
 #include "stl_qs_maps.h"
 
 #define SOL_SOCKET 1
+#define SO_MARK 36
 #define SO_MAX_PACING_RATE 47
 /* A 32-bit ~0 means "unlimited" (no pacing) to the kernel; one less is a real cap. */
 #define STL_PACING_CAP 0xfffffffeu
@@ -191,10 +195,9 @@ static __always_inline void qs_client_ops(struct bpf_sock_ops *skops)
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-		qs_key(skops, &key, 1);
-		if (bpf_map_lookup_elem(&stl_qs_recv, &key))
-			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-						  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+		/* for the whole connection: a request may arrive on any segment (after idle) */
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+					  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 		break;
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
 		if (skops->skb_tcp_flags & TCPHDR_SYN)
@@ -223,62 +226,40 @@ static __always_inline void qs_client_ops(struct bpf_sock_ops *skops)
 		}
 		__sync_fetch_and_add(&host->echoes_sent, 1);
 		bpf_map_delete_elem(&stl_qs_recv, &key);
-		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags &
-					  ~BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 		break;
 	}
 }
 
-static __always_inline void qs_server_accept(struct bpf_sock_ops *skops, struct stl_node_cfg *cfg)
+/* The client's echo of a request this server sent (`sent`): Equation 1's window in
+ * segments if it passes the checks of RFC 4782 §4.3 (rate not above the request, TTL diff,
+ * the nonce bits of the steps at or below the echoed rate) with a rate above 0, else 0,
+ * counted in `host` either way. */
+static __always_inline __u32 qs_check_echo(struct bpf_sock_ops *skops, struct stl_qs_host *host,
+					   struct stl_qs_req *sent, __u8 *opt)
 {
-	__u8 opt[STL_QS_LEN] = {STL_QS_TCPOPT, 0};
-	struct stl_qs_key key = {};
-	struct stl_qs_req sent, *found;
-	struct stl_qs_host *host;
-	__u32 ip = skops->local_ip4, rate, diff, nonce, mask, rtt_us, mss, cwnd;
+	__u32 rate = opt[2] & 15, diff = opt[3], nonce, mask, rtt_us, mss, cwnd;
 	__u64 win;
-	int ret;
 
-	host = bpf_map_lookup_elem(&stl_qs_hosts, &ip);
-	if (!host)
-		return;
-	qs_key(skops, &key, 0);
-	found = bpf_map_lookup_elem(&stl_qs_sent, &key);
-	if (!found)
-		return;                          /* no request went out on this connection */
-	sent = *found;
-	bpf_map_delete_elem(&stl_qs_sent, &key);
-	ret = bpf_load_hdr_opt(skops, opt, sizeof(opt), 0);
-	if (ret == -ENOMSG) {
-		__sync_fetch_and_add(&host->no_echo, 1);
-		return;
-	}
-	if (ret < STL_QS_LEN || opt[1] != STL_QS_LEN) {
-		__sync_fetch_and_add(&host->errors, 1);
-		return;
-	}
 	__sync_fetch_and_add(&host->echoes, 1);
-	rate = opt[2] & 15;
-	diff = opt[3];
 	nonce = ((__u32)opt[4] << 22) | ((__u32)opt[5] << 14) | ((__u32)opt[6] << 6) | (opt[7] >> 2);
 	mask = (1u << (2 * rate)) - 1;
 	if (!rate) {
 		__sync_fetch_and_add(&host->rejected, 1);
-		return;
+		return 0;
 	}
-	if (rate > sent.rate_code || ((nonce ^ sent.nonce) & mask)) {
+	if (rate > sent->rate_code || ((nonce ^ sent->nonce) & mask)) {
 		__sync_fetch_and_add(&host->nonce_mismatch, 1);
-		return;
+		return 0;
 	}
-	if (diff != sent.ttl_diff) {
+	if (diff != sent->ttl_diff) {
 		__sync_fetch_and_add(&host->ttl_mismatch, 1);
-		return;
+		return 0;
 	}
 	rtt_us = skops->srtt_us >> 3;
 	mss = skops->mss_cache;
 	if (!rtt_us || !mss) {
 		__sync_fetch_and_add(&host->errors, 1);
-		return;
+		return 0;
 	}
 	/* Equation 1: rate [bit/s] / 8 x RTT x MSS/(MSS+H) bytes, in segments of MSS */
 	win = ((40000ULL << rate) * rtt_us + 4000000ULL * (mss + STL_QS_HDR)) /
@@ -288,11 +269,110 @@ static __always_inline void qs_server_accept(struct bpf_sock_ops *skops, struct 
 	host->last_rate_code = rate;
 	host->last_rtt_us = rtt_us;
 	host->last_cwnd = cwnd;
-	if (bpf_setsockopt(skops, SOL_TCP, TCP_BPF_IW, &cwnd, sizeof(cwnd)) ||
-	    bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, cfg->cc, STL_CC_NAME_LEN))
+	return cwnd;
+}
+
+/* The Quick-Start option 27 of the segment being processed: 1 if found, 0 if absent,
+ * -1 if malformed (counted as an error). */
+static __always_inline int qs_load_echo(struct bpf_sock_ops *skops, struct stl_qs_host *host, __u8 *opt)
+{
+	int ret;
+
+	opt[0] = STL_QS_TCPOPT;
+	opt[1] = 0;
+	ret = bpf_load_hdr_opt(skops, opt, STL_QS_LEN, 0);
+	if (ret == -ENOMSG)
+		return 0;
+	if (ret < STL_QS_LEN || opt[1] != STL_QS_LEN) {
+		__sync_fetch_and_add(&host->errors, 1);
+		return -1;
+	}
+	return 1;
+}
+
+static __always_inline void qs_set_mark(struct bpf_sock_ops *skops, struct stl_qs_host *host, __u32 mark)
+{
+	if (bpf_setsockopt(skops, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)))
+		__sync_fetch_and_add(&host->errors, 1);
+}
+
+/* Every accepted socket of a Quick-Start server gets its congestion control (which sees
+ * restarts after idle) and the parsing of option 27 on later ACKs; an approved handshake
+ * request also sets Equation 1's window as the initial window. */
+static __always_inline void qs_server_accept(struct bpf_sock_ops *skops, struct stl_node_cfg *cfg)
+{
+	__u8 opt[STL_QS_LEN] = {};
+	struct stl_qs_key key = {};
+	struct stl_qs_req sent, *found;
+	struct stl_qs_host *host;
+	__u32 ip = skops->local_ip4, cwnd = 0, mark = STL_QS_MARK(0, 0);
+
+	host = bpf_map_lookup_elem(&stl_qs_hosts, &ip);
+	if (!host)
+		return;
+	qs_key(skops, &key, 0);
+	found = bpf_map_lookup_elem(&stl_qs_sent, &key);
+	if (found) {
+		sent = *found;
+		bpf_map_delete_elem(&stl_qs_sent, &key);
+		switch (qs_load_echo(skops, host, opt)) {
+		case 0:
+			__sync_fetch_and_add(&host->no_echo, 1);
+			break;
+		case 1:
+			cwnd = qs_check_echo(skops, host, &sent, opt);
+			break;
+		}
+	}
+	if (cwnd) {
+		mark = STL_QS_MARK(0, cwnd) | STL_QS_MARK_START;
+		if (bpf_setsockopt(skops, SOL_TCP, TCP_BPF_IW, &cwnd, sizeof(cwnd)))
+			__sync_fetch_and_add(&host->errors, 1);
+	}
+	qs_set_mark(skops, host, mark);
+	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+				  BPF_SOCK_OPS_PARSE_UNKNOWN_HDR_OPT_CB_FLAG);
+	if (bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, cfg->cc, STL_CC_NAME_LEN))
 		__sync_fetch_and_add(&host->errors, 1);
 	else
 		__sync_fetch_and_add(&cfg->cc_set, 1);
+}
+
+/* An ACK with option 27 on an established connection: the echo of a request sent after
+ * idle (stl_qs_sender recorded it with its restart id). Approved, the socket is marked
+ * with that id and Equation 1's window, which its congestion control applies on this ACK. */
+static __always_inline void qs_server_parse(struct bpf_sock_ops *skops)
+{
+	__u8 opt[STL_QS_LEN] = {};
+	struct stl_qs_key key = {};
+	struct stl_qs_req sent, *found;
+	struct stl_qs_host *host;
+	__u32 ip = skops->local_ip4, cwnd, cap;
+	__u64 rate;
+
+	host = bpf_map_lookup_elem(&stl_qs_hosts, &ip);
+	if (!host)
+		return;
+	qs_key(skops, &key, 0);
+	found = bpf_map_lookup_elem(&stl_qs_sent, &key);
+	if (!found || !found->restart)
+		return;                          /* no request after idle outstanding */
+	if (qs_load_echo(skops, host, opt) != 1)
+		return;                          /* an ACK without the echo: keep waiting for it */
+	sent = *found;
+	bpf_map_delete_elem(&stl_qs_sent, &key);
+	cwnd = qs_check_echo(skops, host, &sent, opt);
+	if (!cwnd)
+		return;
+	__sync_fetch_and_add(&host->restart_approved, 1);
+	/* The kernel recomputes the pacing rate on every ACK (ratio x cwnd / RTT), and ACKs of
+	 * the data sent before the approval arrive during its paced round: capped at Q / RTT,
+	 * the rate stays the approved one. Unpaced after the round, the cap binds nothing. */
+	rate = (__u64)cwnd * skops->mss_cache * 1000000ULL / (skops->srtt_us >> 3);
+	cap = rate > STL_PACING_CAP ? STL_PACING_CAP : rate;   /* bytes/s, a 32-bit socket option */
+	if (bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &cap, sizeof(cap)))
+		__sync_fetch_and_add(&host->errors, 1);
+	qs_set_mark(skops, host, STL_QS_MARK(sent.restart, cwnd));
 }
 
 SEC("sockops")
@@ -332,6 +412,8 @@ int stl_sockops(struct bpf_sock_ops *skops)
 		else
 			__sync_fetch_and_add(&cfg->cc_set, 1);
 	}
+	if (skops->op == BPF_SOCK_OPS_PARSE_HDR_OPT_CB && (cfg->flags & STL_SERVER_QS))
+		qs_server_parse(skops);
 	if (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 		if (cfg->flags & STL_SERVER_BLITZ)
 			blitz_accept(skops, cfg);

@@ -7,9 +7,18 @@ access_mbps) or `link` (the largest code not above the path's bottleneck rate, a
 Linux paper's q = 5.12 Mbit/s on its 10 Mbit/s path). When the handshake's ACK comes
 back, the sock_ops program checks the echo (TTL diff, nonce, rate); an approved socket
 starts with Equation 1's window paced at the approved rate for one RTT, ssthresh kept,
-then the kernel's Reno or CUBIC (qs_* in quickstart.bpf.c, beside this module). Connections whose request
-was not approved keep the namespace's congestion control and initial window (base_cc,
-iw): plain slow start, the baseline of the same variant.
+then the kernel's Reno or CUBIC (qs_* in quickstart.bpf.c, beside this module). A
+connection whose request was not approved slow-starts from `iw` under the same Reno or
+CUBIC: the baseline of the same variant.
+
+After idle (Scharf's Linux implementation; `after_idle`, on by default): when the kernel
+restarts a connection that sat idle for an RTO (the end hosts' declared
+slow_start_after_idle, net.ipv4.tcp_slow_start_after_idle) and so cuts its window, the first data segment that follows
+carries a request; the client echoes it on its next ACK, and an approved rate becomes
+Equation 1's window, paced for one RTT, with the same fallback on a loss. The 8 bytes of
+the option need room in a full segment: the server's route MTU is 8 bytes less (locked),
+so every segment of its connections is 8 bytes shorter, not only the one that carries a
+request — the kernel sizes segments before the tc program sees them.
 
 Client (the receiver): a tc ingress program records the request a SYN-ACK arrives
 with; the sock_ops program echoes rate, TTL diff and nonce in TCP option 27 on the
@@ -27,11 +36,13 @@ from hosts.implementations.base import Declared, Implementation, InstallContext,
 from hosts.implementations.jumpstart import (IRW_DEFAULT, RCVBUF_DEFAULT, open_receive_window,
                                              restore_receive_window)
 from hosts.implementations.linux_tcp import LinuxTcp
+from topologies import endhosts
 from topologies.names import PathNames
 from machine.shell import check_cmd
 from wire.quickstart import bps_to_code
 
 POLICIES = ("link", "access", "fixed")
+QS_OPTION_BYTES = 8                     # the IPv4 Quick-Start option (RFC 4782 §3)
 CCS = loader.congestion_controls(__file__)
 
 
@@ -81,6 +92,8 @@ class QuickStart(Implementation):
         "rate_mbps": Param(5.12, "server: the request under the 'fixed' policy", low=0.08, high=1310.72),
         "access_mbps": Param(1000.0, "server: its access-link rate, requested under 'access'",
                              low=0.08, high=100000.0),
+        "after_idle": Param(True, "server: request again on the first data after a restart after idle "
+                                  "(the route MTU is then 8 bytes less for the option's room)"),
         "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer in bytes", low=65536, high=1 << 30),
         "irw": Param(IRW_DEFAULT, "client: initial receive window in segments", low=10, high=100000,
                      integer=True),
@@ -113,6 +126,11 @@ class QuickStart(Implementation):
         intf, ip = node_interface(node)
         if role == "server":
             LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": params["base_cc"], "iw": params["iw"]}), ctx)
+            if params["after_idle"]:
+                if not ctx.defaults.slow_start_after_idle:
+                    raise ValueError("after_idle needs the end hosts' slow_start_after_idle: the kernel "
+                                     "restarts no idle connection without it, so none would request")
+                endhosts.set_route(node, ctx.gateway, params["iw"], mtu=ctx.mtu - QS_OPTION_BYTES)
             cc = CCS.name(inst, f"qs_{params['base_cc']}")
             loader.set_node(inst, node, loader.NodeConfig(flags=loader.SERVER_QS, cc=cc))
             loader.qs_set_host(inst, ip, request_code(params["request"], params, ctx.rate_bps))

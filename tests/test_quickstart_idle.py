@@ -1,0 +1,150 @@
+"""Root integration test: Quick-Start after idle (Scharf's Linux implementation) on the wire.
+
+One persistent HTTP/1.1 connection cl1 ← sv1 (hosts/phttp_client.py) fetches an object,
+sits idle for 2 s (several RTOs: the kernel restarts it from a smaller window), and
+fetches it again. Quick-Start on sv1, cl1 and both routers. On the wire:
+- the first data segment after the idle period carries a Quick-Start Request, and it is
+  the only data segment of the second response that does; it leaves the server at most
+  1500 bytes, since the server's route MTU left 8 bytes for it;
+- both routers approve it (QS TTL two less, rate and nonce kept);
+- the client's next ACK echoes it in option 27;
+- once the echo is back, the server sends Equation 1's window, paced over about one RTT.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from wire import quickstart as qs
+from hosts.apps import HTTP_PORT, Lighttpd, make_object
+from hosts.bpf import loader
+from hosts.capture import start_captures
+from hosts.implementations.base import InstallContext
+from hosts.implementations.quickstart import QuickStart, router_counters
+from hosts.process import NodeProcess, wait_until
+from timing import timing_check
+from topologies.network import Network
+from topologies.names import CLIENT_NET, GATEWAY_HOST, SERVER_NET
+from wiretrace import Packet, PACING_SLACK_RTTS, read_pcap, test_profile
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+
+CLIENT = Path(__file__).resolve().parent.parent / "hosts" / "phttp_client.py"
+SIZE = 300_000
+IDLE_S = 2.0
+HEADERS = 20 + 32                 # IPv4 and TCP with timestamps
+
+
+def ip_len(p: Packet) -> int:
+    return len(p.ip_header) + HEADERS - 20 + p.payload
+
+
+def run_idle_fetch(tmp_path: Path) -> dict:
+    prof = test_profile("test-qs", 20, 60)
+    impl = QuickStart()
+    with Network(prof, tmp_path / "net") as net:
+        n, inst = net.names, net.instance
+        cl1, sv1 = net.host(n.client(1)), net.host(n.server(1))
+        ctx = {cl1.name: InstallContext(gateway=f"{CLIENT_NET}.{GATEWAY_HOST}", rate_bps=prof.rate_bps("down"),
+                                        rtt_s=prof.rtt_s, instance=inst, defaults=net.defaults),
+               sv1.name: InstallContext(gateway=f"{SERVER_NET}.{GATEWAY_HOST}", rate_bps=prof.rate_bps("down"),
+                                        rtt_s=prof.rtt_s, instance=inst, defaults=net.defaults)}
+        parts = [(sv1, "server", impl.resolve({"base_cc": "reno", "request": "link"})),
+                 (cl1, "client", impl.resolve({}))]
+        for k in (1, 2):
+            node = net.host(n.router(k))
+            ctx[node.name] = InstallContext(rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s, instance=inst)
+            parts.append((node, "router", impl.resolve({})))
+        docroot = tmp_path / "www"
+        url = make_object(docroot, SIZE)
+        server_pcap, client_pcap, out = tmp_path / "server-side.pcap", tmp_path / "client-side.pcap", tmp_path / "c.json"
+        installed, procs, captures = [], [], []
+        try:
+            for node, role, params in parts:
+                impl.install(node, role, params, ctx[node.name])
+                installed.append((node, role, params))
+            route = sv1.cmd("ip route show default")
+            procs.append(Lighttpd(sv1, n.server_ip(1), docroot, tmp_path, inst))
+            captures = start_captures([(net.host(n.router(2)), f"{n.router(2)}-eth1", server_pcap),
+                                       (net.host(n.router(1)), f"{n.router(1)}-eth0", client_pcap)], inst)
+            client = NodeProcess(cl1, [sys.executable, str(CLIENT), "--server", n.server_ip(1), "--port",
+                                       str(HTTP_PORT), "--path", url, "--path", url, "--pause", "0",
+                                       "--pause", str(IDLE_S), "--out", str(out)], inst, "phttp client",
+                                 log_path=tmp_path / "client.log")
+            procs.append(client)
+            assert wait_until(lambda: not client.running(), 60), "the client did not finish"
+            result = json.loads(out.read_text())
+            assert result["error"] is None and [r["length"] for r in result["requests"]] == [SIZE, SIZE], result
+            counters = {"server": loader.qs_host_counters(inst, n.server_ip(1)),
+                        "client": loader.qs_host_counters(inst, n.client_ip(1)),
+                        "routers": {k: router_counters(ctx[net.host(n.router(k)).name], net.host(n.router(k)))
+                                    for k in (1, 2)}}
+        finally:
+            for c in captures:
+                c.stop()
+            for p in reversed(procs):
+                p.stop()
+            for node, role, params in reversed(installed):
+                impl.remove(node, role, params, ctx[node.name])
+        ips = (n.client_ip(1), n.server_ip(1))
+        run = {"server": [p for p in read_pcap(server_pcap) if {p.src, p.dst} == set(ips)],
+               "client": [p for p in read_pcap(client_pcap) if {p.src, p.dst} == set(ips)],
+               "ips": ips, "counters": counters, "requests": result["requests"], "route": route}
+    run["delay_flags"] = net.host_flags("delay")
+    return run
+
+
+def test_a_request_after_idle_is_approved_echoed_and_its_window_paced(tmp_path):
+    run = run_idle_fetch(tmp_path)
+    client_ip, server_ip = run["ips"]
+    assert "mtu lock 1492" in run["route"], run["route"]
+    second_sent = run["requests"][1]["sent"]
+    # The server's data of the second response, as it left the server (before the routers)
+    data = [p for p in run["server"] if p.src == server_ip and p.payload > 0]
+    after = [p for p in data if p.ts > second_sent]
+    assert after, "no data after the idle period"
+    with_request = [p for p in after if qs.find_request(p.ip_options) is not None]
+    assert with_request == [after[0]], "the request rides on the first data segment after idle, and only there"
+    sent = qs.find_request(after[0].ip_options)
+    assert sent.func == qs.FUNC_REQUEST and sent.rate_code == qs.bps_to_code(20e6)
+    # Room for it: every segment 8 bytes short of the MTU, the one with the option at most the MTU
+    assert max(ip_len(p) for p in data if p is not after[0]) <= 1492
+    assert ip_len(after[0]) <= 1500
+    # Both routers approved it on its way to the client
+    arrived_pkt = next(p for p in run["client"] if p.src == server_ip and p.seq == after[0].seq and p.payload)
+    arrived = qs.find_request(arrived_pkt.ip_options)
+    assert arrived is not None and arrived.rate_code == sent.rate_code and arrived.nonce == sent.nonce
+    assert arrived.qs_ttl == (sent.qs_ttl - 2) % 256
+    # The client's next ACK echoes it
+    echo_pkt = next((p for p in run["client"] if p.src == client_ip and p.ts >= arrived_pkt.ts
+                     and qs.find_response(p.tcp_options) is not None), None)
+    assert echo_pkt is not None, "no ACK after the request carries option 27"
+    echo = qs.find_response(echo_pkt.tcp_options)
+    remembered = qs.SentRequest(sent.rate_code, qs.ttl_diff(after[0].ttl, sent.qs_ttl), sent.nonce)
+    assert qs.validate_response(remembered, echo) == "approved"
+    c = run["counters"]
+    assert c["server"]["restart_requests"] == 1 and c["server"]["restart_approved"] == 1, c
+    assert c["server"]["errors"] == 0 and c["client"]["errors"] == 0, c
+    assert c["client"]["requests_seen"] == 2 and c["client"]["echoes_sent"] == 2, c   # handshake, after idle
+    # The approved window once the echo is back at the server: Equation 1 over its RTT, paced
+    echo_at_server = next(p for p in run["server"] if p.src == client_ip and p.ts > second_sent
+                          and qs.find_response(p.tcp_options) is not None)
+    rtt = c["server"]["last_rtt_us"] / 1e6
+    window = c["server"]["last_cwnd"]
+    mss = max(p.payload for p in data)                              # the route MTU's, 8 bytes short
+    assert abs(window - qs.qs_window_segments(qs.code_to_bps(echo.rate_code), rtt, mss, 52)) <= 1
+    burst = [p for p in after if echo_at_server.ts <= p.ts < echo_at_server.ts + rtt * (1 + PACING_SLACK_RTTS)]
+    in_flight_before = sum(1 for p in after if p.ts < echo_at_server.ts)
+    assert len(burst) <= window + 3, (len(burst), window)           # the window's bound, whatever the host
+    flags = run["delay_flags"]
+    timing_check("the approved window after idle sent within about one RTT of the echo", flags,
+                 len(burst) >= 0.7 * (window - in_flight_before), f"{len(burst)} sent, window {window}, "
+                 f"{in_flight_before} sent before the echo")
+    span = burst[-1].ts - burst[0].ts
+    ideal = rtt * (len(burst) - 1) / window
+    timing_check("the window after idle paced, not a burst", flags,
+                 0.65 * ideal <= span <= 1.1 * ideal + PACING_SLACK_RTTS * rtt,
+                 f"span {span * 1e3:.1f} ms, ideal {ideal * 1e3:.1f} ms")
