@@ -96,17 +96,9 @@ def fetch(tmp_path: Path, prof: LinkProfile, *, server: dict, qs_routers: tuple[
                 time.sleep(1.5)
             got = curl_fetch(cl1, f"http://{n.server_ip(1)}:{HTTP_PORT}{url}", tmp_path, inst, 60)
             assert got["http_code"] == 200 and int(got["size_download"]) == size, got
-            counters = {"server": loader.qs_host_counters(inst, n.server_ip(1)),
-                        "client": loader.qs_host_counters(inst, n.client_ip(1)),
-                        "routers": {k: router_counters(ctx[net.host(n.router(k)).name], net.host(n.router(k)))
-                                    for k in qs_routers}}
+            counters = qs_counters(net, ctx, qs_routers)
         finally:
-            for c in captures:
-                c.stop()
-            for p in reversed(procs):
-                p.stop()
-            for node, role, params in reversed(installed):
-                impl.remove(node, role, params, ctx[node.name])
+            stop_all(captures, procs, impl, installed, ctx)
         assert loader.qs_host_counters(inst, n.server_ip(1)) is None, "remove left the server's entry"
         run = {"server_side": handshake(read_pcap(server_pcap), n.client_ip(1), n.server_ip(1)),
                "client_side": handshake(read_pcap(client_pcap), n.client_ip(1), n.server_ip(1)),
@@ -116,6 +108,25 @@ def fetch(tmp_path: Path, prof: LinkProfile, *, server: dict, qs_routers: tuple[
     # flight and its pacing are release times and RTTs, the delay flags' business.
     run["delay_flags"] = net.host_flags("delay")
     return run
+
+
+def qs_counters(net: Network, ctx: dict[str, InstallContext], routers: tuple[int, ...]) -> dict:
+    """What the Quick-Start parts counted: cl1's and sv1's host entries, the routers'."""
+    n, inst = net.names, net.instance
+    return {"server": loader.qs_host_counters(inst, n.server_ip(1)),
+            "client": loader.qs_host_counters(inst, n.client_ip(1)),
+            "routers": {k: router_counters(ctx[net.host(n.router(k)).name], net.host(n.router(k)))
+                        for k in routers}}
+
+
+def stop_all(captures: list, procs: list, impl: QuickStart, installed: list, ctx: dict[str, InstallContext]) -> None:
+    """Captures, then processes, then the installed parts, last first."""
+    for c in captures:
+        c.stop()
+    for p in reversed(procs):
+        p.stop()
+    for node, role, params in reversed(installed):
+        impl.remove(node, role, params, ctx[node.name])
 
 
 def request_and_echo(run: dict) -> tuple[qs.QsRequest, qs.QsRequest, qs.QsResponse | None]:

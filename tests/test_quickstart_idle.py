@@ -21,11 +21,11 @@ import pytest
 
 from wire import quickstart as qs
 from hosts.apps import HTTP_PORT, Lighttpd, make_object
-from hosts.bpf import loader
 from hosts.capture import start_captures
 from hosts.implementations.base import InstallContext
-from hosts.implementations.quickstart import QuickStart, router_counters
+from hosts.implementations.quickstart import QuickStart
 from hosts.process import NodeProcess, wait_until
+from test_quickstart import qs_counters, stop_all
 from timing import timing_check
 from topologies.network import Network
 from topologies.names import CLIENT_NET, GATEWAY_HOST, SERVER_NET
@@ -79,17 +79,9 @@ def run_idle_fetch(tmp_path: Path) -> dict:
             assert wait_until(lambda: not client.running(), 60), "the client did not finish"
             result = json.loads(out.read_text())
             assert result["error"] is None and [r["length"] for r in result["requests"]] == [SIZE, SIZE], result
-            counters = {"server": loader.qs_host_counters(inst, n.server_ip(1)),
-                        "client": loader.qs_host_counters(inst, n.client_ip(1)),
-                        "routers": {k: router_counters(ctx[net.host(n.router(k)).name], net.host(n.router(k)))
-                                    for k in (1, 2)}}
+            counters = qs_counters(net, ctx, (1, 2))
         finally:
-            for c in captures:
-                c.stop()
-            for p in reversed(procs):
-                p.stop()
-            for node, role, params in reversed(installed):
-                impl.remove(node, role, params, ctx[node.name])
+            stop_all(captures, procs, impl, installed, ctx)
         ips = (n.client_ip(1), n.server_ip(1))
         run = {"server": [p for p in read_pcap(server_pcap) if {p.src, p.dst} == set(ips)],
                "client": [p for p in read_pcap(client_pcap) if {p.src, p.dst} == set(ips)],
