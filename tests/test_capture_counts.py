@@ -19,3 +19,11 @@ def test_a_tail_left_unwritten_keeps_the_capture_exact():
     tail = {"file": "cap-client.pcap", "dropped_by_kernel": 0, "unwritten": 0, "unwritten_after_traffic": 2}
     run = {**tail, "unwritten": 1}
     assert not_exact([tail]) == [] and not_exact([run]) == [run]
+
+
+def test_the_clock_offset_is_read_where_the_reads_bracket_it_tightly():
+    import time
+    from links.delay import monotonic_minus_realtime_ns
+    a = monotonic_minus_realtime_ns()
+    b = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - time.time_ns()
+    assert abs(a - b) < 1_000_000            # the same offset, within a millisecond of scheduling
