@@ -96,14 +96,16 @@ def load_shaper(node, intf: str, prof, load: float) -> TbfSettings:
                        limit_bytes=max(4 * burst, int(rate * prof.rtt_s / 8)), buffer_packets=0)
 
 
-def link_use(before: dict[str, dict], after: dict[str, dict], seconds: float, offered_bits: float) -> dict:
-    """Utilisation (bits the downstream queue sent ÷ the bits the link offered in those
-    `seconds`) and drop rate (packets it dropped ÷ packets that arrived at it) between two
-    readings."""
+def link_use(before: dict[str, dict], after: dict[str, dict], t0: float, t1: float,
+             offered_bps: Callable[[float, float], float]) -> dict:
+    """Utilisation (bits the downstream queue sent ÷ the bits the link offered from `t0` to
+    `t1`, offered_rate's) and drop rate (packets it dropped ÷ packets that arrived at it)
+    between two readings taken then."""
     sent = sum(after[i]["sent_bytes"] - before[i]["sent_bytes"] for i in after)
     pkts = sum(after[i]["sent_pkts"] - before[i]["sent_pkts"] for i in after)
     drops = sum(after[i]["dropped"] - before[i]["dropped"] for i in after)
-    return {"seconds": seconds, "sent_bytes": sent, "sent_pkts": pkts, "dropped_pkts": drops,
+    offered_bits = offered_bps(t0, t1) * (t1 - t0)
+    return {"seconds": t1 - t0, "sent_bytes": sent, "sent_pkts": pkts, "dropped_pkts": drops,
             "utilisation": sent * 8 / offered_bits if offered_bits > 0 else None,
             "drop_rate": drops / (pkts + drops) if pkts + drops else 0.0}
 
@@ -199,8 +201,7 @@ class Competing(Workload):
         app = apps.fetch(session, client, url_path, size_bytes, transfer_timeout)
         t["traffic_short_s"] = time.monotonic() - t2
         time.sleep(max(0.2, params["tail_rtts"] * prof.rtt_s))
-        t3 = time.monotonic()
-        use = link_use(queue_before, session.queue_counters("down"), t3 - t2, offered_rate(session)(t2, t3) * (t3 - t2))
+        use = link_use(queue_before, session.queue_counters("down"), t2, time.monotonic(), offered_rate(session))
         return WorkloadResult(
             spec=competing_spec(apps, size_bytes, params["long_flow"], prof.rtt_s, prof.rate_bps("down")),
             app=app,

@@ -269,8 +269,7 @@ class Web(Workload):
         stopped = self._wait(session, replays, key, t0 + bound_s)
         time.sleep(max(0.2, 2 * prof.rtt_s))            # the last connections close
         t_end = time.time()
-        t1 = time.monotonic()
-        use = link_use(queue_before, session.queue_counters("down"), t1 - t0, offered_rate(session)(t0, t1) * (t1 - t0))
+        use = link_use(queue_before, session.queue_counters("down"), t0, time.monotonic(), offered_rate(session))
         lighttpd_cpu = cpu_seconds(lighttpd.proc.pid)
         lighttpd.stop()
 
