@@ -14,6 +14,7 @@ Models (rates in bit/s of MTU-sized packets, `mtu` bytes each):
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -169,30 +170,41 @@ class TraceClock:
 
 
 def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float, float],
-                       window_s: float = 0.1) -> dict:
+                       window_s: float = 0.1, horizon_s: float = 0.1) -> dict:
     """How full-size frames that left a trace link follow its opportunities.
 
     `left_s`: when each frame left the queue, in seconds from the trace's start (a capture
-    after the link, less its delay). Each frame is matched to the last millisecond with an
-    opportunity at or before it; its lateness is the time since. A millisecond that carried
-    more frames than it has opportunities was overdrawn: some frame left before its own
-    (early), or the link sent more than the trace allows. Within `backlogged` (start, end)
-    seconds, when the queue never ran empty, each `window_s` window carries as many frames as
-    the trace has opportunities in it (windows start on whole ms, as opportunities do)."""
+    after the link, less its delay). Frames are taken in the order they left, and each is
+    matched to the latest opportunity at or before it (to the millisecond) that no earlier
+    frame used, at most `horizon_s` back; its lateness is the time since. A frame with no
+    such opportunity was `overdrawn`: it left before its own (early), or the link sent more
+    than the trace allows (found where the opportunities before it were used, as while the
+    queue is backlogged; an idle link's unused ones could hide it). Frames a stall held back and released together take the
+    opportunities they missed, so they read as late, not early. Within `backlogged` (start,
+    end) seconds, when the queue never ran empty, each `window_s` window carries as many
+    frames as the trace has opportunities in it (windows start on whole ms, as
+    opportunities do)."""
     period = trace.period_ms
     opp = np.asarray(trace.opportunities_ms, dtype=np.int64)
-    per_residue = np.bincount(opp % period, minlength=period)    # the last line (= period) is the next loop's 0
-    has = np.flatnonzero(per_residue)
     left = np.sort(np.asarray(left_s, dtype=float))
     frame_ms = np.floor(left * 1e3 + 1e-6).astype(np.int64)
-    residue = frame_ms % period
-    i = np.searchsorted(has, residue, side="right") - 1
-    matched = frame_ms - residue + np.where(i >= 0, has[np.maximum(i, 0)], has[-1] - period)
-    lateness_us = (left - matched / 1e3) * 1e6
+    horizon_ms = int(math.ceil(horizon_s * 1e3))
+    matched = frame_ms.copy()                     # an unmatched frame is counted in its own ms
+    late: list[float] = []
     overdrawn = 0
-    if len(matched):
-        ms, used = np.unique(matched, return_counts=True)
-        overdrawn = int(np.sum(np.maximum(used - per_residue[ms % period], 0)))
+    if len(left):
+        loops = np.arange((int(frame_ms[0]) - horizon_ms) // period - 1, int(frame_ms[-1]) // period + 2)
+        slots = np.sort((opp[None, :] + loops[:, None] * period).ravel())   # the last line is the next loop's 0
+        free = _LatestFree(len(slots))
+        at = np.searchsorted(slots, frame_ms, side="right") - 1
+        lowest = np.searchsorted(slots, frame_ms - horizon_ms)
+        for j in range(len(left)):
+            k = free.take(int(at[j]), int(lowest[j]))
+            if k < 0:
+                overdrawn += 1
+                continue
+            matched[j] = slots[k]
+            late.append((left[j] - slots[k] / 1e3) * 1e6)
     n = int(round((backlogged[1] - backlogged[0]) / window_s))
     edges = np.round((backlogged[0] + window_s * np.arange(n + 1)) * 1e3) - 0.5      # in ms
     loops = np.arange(int(edges[0] // period) - 1, int(edges[-1] // period) + 2)
@@ -200,10 +212,33 @@ def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float
     sent = np.histogram(matched, bins=edges)[0]
     offered = np.histogram(offered_ms, bins=edges)[0]
     return {"frames": int(len(left)), "overdrawn": overdrawn,
-            "lateness_p50_us": float(np.percentile(lateness_us, 50)) if len(left) else None,
-            "lateness_p99_us": float(np.percentile(lateness_us, 99)) if len(left) else None,
+            "lateness_p50_us": float(np.percentile(late, 50)) if late else None,
+            "lateness_p99_us": float(np.percentile(late, 99)) if late else None,
+            "lateness_max_us": float(max(late)) if late else None,
             "windows": n, "window_mismatch_max": int(np.max(np.abs(sent - offered))) if n else 0,
             "window_offered_max": int(offered.max()) if n else 0}
+
+
+class _LatestFree:
+    """Slots 0..n-1, each used once: the latest free slot at or below an index in
+    near-constant time. A disjoint-set forest over nodes 0..n, node i + 1 for slot i and node
+    0 a root that stands for "none"; a used slot's node points at the node below it."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n + 1))
+
+    def take(self, i: int, lowest: int) -> int:
+        """Use and return the latest free slot in [lowest, i], or -1 if there is none."""
+        node = i + 1
+        root = node
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[node] != root:                 # path compression
+            self.parent[node], node = root, self.parent[node]
+        if root == 0 or root - 1 < lowest:
+            return -1
+        self.parent[root] = root - 1
+        return root - 1
 
 
 def _poisson_times(rng: np.random.Generator, per_s: float, start: float, end: float) -> np.ndarray:

@@ -5,7 +5,8 @@ not apply to a link whose rate changes every millisecond. For each direction tha
 trace, a UDP flood at 1.5 × the trace's busiest 100 ms keeps the bottleneck backlogged, and
 a capture at the receiver gives when each frame left the queue (its arrival less the one-way
 delay). The checks (links/traces.py departures_against):
-- never more frames in a millisecond than it has opportunities (none early);
+- every frame, in the order they left, at or after an opportunity no earlier frame used
+  (none early; frames a stall held back read as late);
 - release lateness p99 within the delay element's tolerance;
 - while backlogged, frames per 100 ms equal to the trace's opportunities then;
 - no reordering; no drop in the delay element itself;

@@ -90,14 +90,31 @@ def test_departures_are_judged_against_the_opportunities():
     assert ok["overdrawn"] == 0 and ok["lateness_p50_us"] == pytest.approx(120, abs=1)
     assert ok["window_mismatch_max"] == 0 and ok["windows"] == 38
     # The first frame of a busy millisecond (one with an opportunity in the ms before) left
-    # 0.3 ms before its opportunity.
+    # 0.3 ms before its opportunity, past the horizon from the first frame (before that,
+    # the previous loop's opportunities were not used: the link was idle).
     ms = np.asarray(t.opportunities_ms)
-    first = next(j for j in range(1, len(ms)) if ms[j] != ms[j - 1] and ms[j] - 1 in set(ms))
+    first = next(j for j in range(1, len(ms)) if ms[j] > 200 and ms[j] != ms[j - 1] and ms[j] - 1 in set(ms))
     early = left.copy()
     early[first] -= 0.0003
     assert traces.departures_against(t, early, backlogged=(0.1, 3.9))["overdrawn"] == 1
     short = traces.departures_against(t, np.delete(left, np.s_[100:110]), backlogged=(0.0, 4.0))
     assert short["window_mismatch_max"] >= 5 and short["overdrawn"] == 0
+
+
+def test_frames_a_stall_held_back_read_as_late_not_early():
+    """A stall of 2.4 ms releases the frames of the milliseconds it missed together: they take
+    those opportunities (late by up to the stall), and none reads as early."""
+    t = traces.constant(24e6, duration_s=2.0)
+    opp = np.asarray(t.opportunities_ms) / 1e3
+    left = opp + 50e-6
+    stalled = (opp >= 1.0) & (opp < 1.003)
+    left[stalled] = 1.0024
+    got = traces.departures_against(t, left, backlogged=(0.1, 1.9))
+    assert got["overdrawn"] == 0 and got["window_mismatch_max"] == 0
+    assert got["lateness_max_us"] == pytest.approx(2400, abs=1)
+    # A frame sent ahead of its opportunity, with every opportunity before it used, is early.
+    early = np.sort(np.append(left, 1.5003))
+    assert traces.departures_against(t, early, backlogged=(0.1, 1.9))["overdrawn"] == 1
 
 
 def test_offered_bytes_loop_over_the_period_and_count_the_last_line_as_the_next_loops_first():
