@@ -289,12 +289,12 @@ class RunSession:
         attempt("draining the captures", lambda: drain(self._captures))
         stats = [attempt("stopping a capture", c.stop) for c in self._captures]
         attempt("reading the socket watch", self._observed)
-        counters: dict[str, dict] = {}
+        counters: dict[str, dict[str, dict]] = {"router": {}, "server": {}}
         for variant, roles in self._installed:
             contexts = {node.name: self.context(node) for nodes in roles.values() for node in nodes}
-            found = attempt(f"reading {variant.name}'s counters",
-                            lambda: variant.counters(roles, contexts, "router")) or {}
-            counters.update(found)
+            for role, found in counters.items():
+                found.update(attempt(f"reading {variant.name}'s {role} counters",
+                                     lambda: variant.counters(roles, contexts, role)) or {})
         for variant, roles in reversed(self._installed):
             contexts = {node.name: self.context(node) for nodes in roles.values() for node in nodes}
             attempt(f"removing {variant.name}", lambda: variant.remove(roles, contexts))
@@ -309,7 +309,8 @@ class RunSession:
             problems.append(f"tcpdump lost packets, the captures are not exact: {lost}")
         self._record = {
             "captures": [s for s in stats if s],
-            "router_counters": counters,
+            "router_counters": counters["router"],
+            "server_counters": counters["server"],
             "queue_drops": {k: drops_after[k] - self._drops_before.get(k, 0) for k in drops_after},
             "emulator": [delay.interval_figures(b, a) for b, a in zip(self._delay_before, delay_after)],
         }

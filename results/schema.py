@@ -59,6 +59,7 @@ META_FIELDS = {
     "spec": "the workload's own description of the run (ports, hosts, roles)",
     "app": "what the applications reported",
     "captures": "capture files and their counters", "router_counters": "counters the variant's router parts kept",
+    "server_counters": "counters the variant's server parts kept (Quick-Start: requests and echoes, after idle too)",
     "queue_drops": "drops of each bottleneck queue over the run",
     "emulator": "the delay element's figures over the run (frames, drops, lateness)",
     "host_check": "calibration and verdict, host monitor over the run, flags",

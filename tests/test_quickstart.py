@@ -223,7 +223,7 @@ def test_loaded_link_makes_the_router_reject(tmp_path):
 
 def test_workload_records_the_router_counters_and_the_offered_loads_link_use(tmp_path):
     """The competing workload with an offered load (two bulk flows shaped to 30 % of 20
-    Mbit/s) and a Quick-Start fetch: both routers' counters reach meta.json, the shaper
+    Mbit/s) and a Quick-Start fetch: both routers' and the server's counters reach meta.json, the shaper
     leaves nothing behind, and the queue's counters give utilisation and drop rate."""
     from analysis.workloads.competing import run_metrics
     from hosts.session import RunSession
@@ -242,11 +242,14 @@ def test_workload_records_the_router_counters_and_the_offered_loads_link_use(tmp
         sv2 = net.host(net.names.server(2))
         assert "tbf" not in sv2.cmd(f"tc qdisc show dev {app['load_shaper']['intf']}")
         routers = [net.host(r).name for r in net.names.routers_list()]
+        sv1 = net.host(net.names.server(1)).name
     # 0.9 × 20 Mbit/s − 6 Mbit/s of load leaves 12: the request of 10.24 Mbit/s is approved
     assert sorted(app["router_counters"]) == sorted(routers)
     for c in app["router_counters"].values():
         assert (c["requests"], c["approved"], c["reduced"], c["rejected"]) == (1, 1, 0, 0), c
         assert c["granted_bps"] == qs.code_to_bps(8)
+    server = app["server_counters"][sv1]
+    assert (server["requests_sent"], server["echoes"], server["approved"], server["restart_requests"]) == (1, 1, 1, 0)
     assert app["load_shaper"]["rate_bps"] == 0.3 * prof.rate_bps("down")
     use = app["link_use"]
     assert use["dropped_pkts"] == 0 and use["drop_rate"] == 0.0, use

@@ -143,8 +143,13 @@ class QuickStart(Implementation):
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         """A router's Target-algorithm counters (requests, approved, reduced, rejected,
-        granted_bps, last_util_bps); the end hosts' counters live in shared maps keyed by IP."""
-        return router_counters(ctx, node) if role == "router" else None
+        granted_bps, last_util_bps); a server's requests, echoes and their outcomes, at the
+        handshake and after idle (restart_requests, restart_approved)."""
+        if role == "router":
+            return router_counters(ctx, node)
+        if role == "server":
+            return loader.qs_host_counters(ctx.instance, node_interface(node)[1])
+        return None
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         inst = ctx.instance
