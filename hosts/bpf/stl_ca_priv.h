@@ -18,7 +18,8 @@ struct stl_round_priv {
 /* Quick-Start's (quickstart.bpf.c): the round, then what its requests after idle need. */
 struct stl_qs_priv {
 	struct stl_round_priv round;
-	u8 restarts;      /* CA_EVENT_CWND_RESTARTs so far: each one asks for a request */
+	u8 restarts;      /* counts CA_EVENT_CWND_RESTARTs 1..127 in turn (0: none yet); each new
+			   * value asks for a request, and names its approval in the mark */
 	u8 applied;       /* id of the last approval applied (from the socket's mark) */
 	u8 restart_round; /* the paced round follows an approval after idle */
 };

@@ -160,12 +160,13 @@ int stl_qs_sender(struct __sk_buff *skb)
 			__sync_fetch_and_add(&host->errors, 1);
 			return TC_ACT_OK;
 		}
-		bpf_map_update_elem(&stl_qs_restarts, &key, &restart, BPF_ANY);
 	}
 	if (put_request(skb, host, &key, restart)) {
 		__sync_fetch_and_add(&host->errors, 1);
 		return TC_ACT_OK;
 	}
+	if (restart)                             /* asked for: not again for this restart */
+		bpf_map_update_elem(&stl_qs_restarts, &key, &restart, BPF_ANY);
 	__sync_fetch_and_add(restart ? &host->restart_requests : &host->requests_sent, 1);
 	return TC_ACT_OK;
 }

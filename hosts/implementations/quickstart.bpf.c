@@ -57,8 +57,8 @@ static __always_inline void qs_cwnd_event(struct sock *sk, enum tcp_ca_event ev,
 		q->round.phase = ROUND_ACTIVE;
 		start_pacing(sk, pace_rate(tcp(sk), q->round.window, 1, 1));
 	}
-	if (ev == CA_EVENT_CWND_RESTART)
-		q->restarts++;
+	if (ev == CA_EVENT_CWND_RESTART)          /* 1..127 in turn: never 0 ("none") and equal */
+		q->restarts = q->restarts % 127 + 1;  /* to the approval id the mark carries (7 bits) */
 	base_cwnd_event(sk, ev, base);
 }
 
