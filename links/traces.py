@@ -179,11 +179,11 @@ def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float
     frame used, at most `horizon_s` back; its lateness is the time since. A frame with no
     such opportunity was `overdrawn`: it left before its own (early), or the link sent more
     than the trace allows (found where the opportunities before it were used, as while the
-    queue is backlogged; an idle link's unused ones could hide it). Frames a stall held back and released together take the
-    opportunities they missed, so they read as late, not early. Within `backlogged` (start,
-    end) seconds, when the queue never ran empty, each `window_s` window carries as many
-    frames as the trace has opportunities in it (windows start on whole ms, as
-    opportunities do)."""
+    queue is backlogged; an idle link's unused ones could hide it). Frames a stall held back
+    and released together take the opportunities they missed, so they read as late, not
+    early. Within `backlogged` (start, end) seconds, when the queue never ran empty, each
+    `window_s` window carries as many frames as the trace has opportunities in it (windows
+    start on whole ms, as opportunities do)."""
     period = trace.period_ms
     opp = np.asarray(trace.opportunities_ms, dtype=np.int64)
     left = np.sort(np.asarray(left_s, dtype=float))
