@@ -184,8 +184,6 @@ def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float
     early. Within `backlogged` (start, end) seconds, when the queue never ran empty, each
     `window_s` window carries as many frames as the trace has opportunities in it (windows
     start on whole ms, as opportunities do)."""
-    period = trace.period_ms
-    opp = np.asarray(trace.opportunities_ms, dtype=np.int64)
     left = np.sort(np.asarray(left_s, dtype=float))
     frame_ms = np.floor(left * 1e3 + 1e-6).astype(np.int64)
     horizon_ms = int(math.ceil(horizon_s * 1e3))
@@ -193,8 +191,7 @@ def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float
     late: list[float] = []
     overdrawn = 0
     if len(left):
-        loops = np.arange((int(frame_ms[0]) - horizon_ms) // period - 1, int(frame_ms[-1]) // period + 2)
-        slots = np.sort((opp[None, :] + loops[:, None] * period).ravel())   # the last line is the next loop's 0
+        slots = _looped_ms(trace, int(frame_ms[0]) - horizon_ms, int(frame_ms[-1]))
         free = _LatestFree(len(slots))
         at = np.searchsorted(slots, frame_ms, side="right") - 1
         lowest = np.searchsorted(slots, frame_ms - horizon_ms)
@@ -207,8 +204,7 @@ def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float
             late.append((left[j] - slots[k] / 1e3) * 1e6)
     n = int(round((backlogged[1] - backlogged[0]) / window_s))
     edges = np.round((backlogged[0] + window_s * np.arange(n + 1)) * 1e3) - 0.5      # in ms
-    loops = np.arange(int(edges[0] // period) - 1, int(edges[-1] // period) + 2)
-    offered_ms = (opp[None, :] + loops[:, None] * period).ravel()
+    offered_ms = _looped_ms(trace, math.floor(edges[0]), math.ceil(edges[-1]))
     sent = np.histogram(matched, bins=edges)[0]
     offered = np.histogram(offered_ms, bins=edges)[0]
     return {"frames": int(len(left)), "overdrawn": overdrawn,
@@ -217,6 +213,15 @@ def departures_against(trace: Trace, left_s: np.ndarray, backlogged: tuple[float
             "lateness_max_us": float(max(late)) if late else None,
             "windows": n, "window_mismatch_max": int(np.max(np.abs(sent - offered))) if n else 0,
             "window_offered_max": int(offered.max()) if n else 0}
+
+
+def _looped_ms(trace: Trace, first_ms: int, last_ms: int) -> np.ndarray:
+    """Every opportunity, in ms from the trace's start as the file loops, of the loops that
+    cover [first_ms, last_ms] (one more each side), sorted; the last line is the next loop's 0."""
+    period = trace.period_ms
+    loops = np.arange(first_ms // period - 1, last_ms // period + 2)
+    opp = np.asarray(trace.opportunities_ms, dtype=np.int64)
+    return np.sort((opp[None, :] + loops[:, None] * period).ravel())
 
 
 class _LatestFree:
