@@ -60,8 +60,10 @@ def handshake(packets: list[Packet], client_ip: str, server_ip: str) -> Handshak
 
 
 def fetch(tmp_path: Path, prof: LinkProfile, *, server: dict, qs_routers: tuple[int, ...] = (1, 2),
-          router: dict | None = None, size: int = 400_000, udp_load_mbps: float = 0) -> dict:
-    """One fetch cl1 ← sv1 with Quick-Start on sv1, cl1 and the routers `qs_routers`."""
+          router: dict | None = None, size: int = 400_000, udp_load_mbps: float = 0,
+          per_router: dict[int, dict] | None = None) -> dict:
+    """One fetch cl1 ← sv1 with Quick-Start on sv1, cl1 and the routers `qs_routers`, each
+    with `router`'s parameters or its own from `per_router`."""
     impl = QuickStart()
     with Network(prof, tmp_path / "net") as net:
         n, inst = net.names, net.instance
@@ -75,7 +77,7 @@ def fetch(tmp_path: Path, prof: LinkProfile, *, server: dict, qs_routers: tuple[
         for k in qs_routers:
             node = net.host(n.router(k))
             ctx[node.name] = InstallContext(rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s, instance=inst)
-            parts.append((node, "router", impl.resolve(router or {})))
+            parts.append((node, "router", impl.resolve((per_router or {}).get(k, router or {}))))
         docroot = tmp_path / "www"
         url = make_object(docroot, size)
         server_pcap, client_pcap = tmp_path / "server-side.pcap", tmp_path / "client-side.pcap"
@@ -100,7 +102,8 @@ def fetch(tmp_path: Path, prof: LinkProfile, *, server: dict, qs_routers: tuple[
         finally:
             stop_all(captures, procs, impl, installed, ctx)
         assert loader.qs_host_counters(inst, n.server_ip(1)) is None, "remove left the server's entry"
-        run = {"server_side": handshake(read_pcap(server_pcap), n.client_ip(1), n.server_ip(1)),
+        run = {"server_packets": read_pcap(server_pcap), "ips": (n.client_ip(1), n.server_ip(1)),
+               "server_side": handshake(read_pcap(server_pcap), n.client_ip(1), n.server_ip(1)),
                "client_side": handshake(read_pcap(client_pcap), n.client_ip(1), n.server_ip(1)),
                "checksums_ok": ip_checksum_ok(server_pcap) and ip_checksum_ok(client_pcap),
                "counters": counters, "rtt_s": prof.rtt_s}

@@ -140,17 +140,22 @@ def test_c_header_and_loader_agree_on_the_quick_start_layouts():
     assert "#define STL_SERVER_QS (1u << 4)" in header and loader.SERVER_QS == 1 << 4
     start = header.index("struct stl_qs_host {")
     fields = re.findall(r"^\s*__u32 (\w+);", header[start:header.index("};", start)], re.M)
-    assert fields[0] == "rate_code" and tuple(fields[1:]) == loader.QS_HOST_COUNTERS
+    assert fields[:2] == ["rate_code", "after_idle"] and tuple(fields[2:]) == loader.QS_HOST_COUNTERS
     assert st.calcsize(loader.QS_HOST_FORMAT) == 4 * len(fields)
     start = header.index("struct stl_qs_router {")
     body = header[start:header.index("};", start)]
-    assert tuple(re.findall(r"^\s*__u64 (\w+);", body, re.M)[-6:]) == loader.QS_ROUTER_COUNTERS
+    n = len(loader.QS_ROUTER_COUNTERS)
+    assert tuple(re.findall(r"^\s*__u64 (\w+);", body, re.M)[-n:]) == loader.QS_ROUTER_COUNTERS
+    assert f"#define STL_QS_BUCKETS {loader.QS_ROUTER_BUCKETS} " in header
 
 
 def test_router_config_packs_the_c_layout():
     from hosts.bpf import loader
     packed = loader.QsRouterConfig(capacity_bps=10_000_000, qs_thresh=0.9).pack()
-    assert len(packed) == 232
-    assert struct.unpack("<IIQQIIII", packed[:40]) == (0, 0, 10_000_000, 150_000_000, 5, 2, 900, 500)
+    assert len(packed) == 1344                      # sizeof(struct stl_qs_router), as its BTF says
+    assert struct.unpack("<IIQQIIIIQII", packed[:56]) == (0, 0, 10_000_000, 150_000_000, 5, 2, 900, 500,
+                                                          150_000_000, 0, 0)
+    packed = loader.QsRouterConfig(capacity_bps=1, approval_interval_ms=1500, extreme=True).pack()
+    assert struct.unpack("<QI", packed[40:52]) == (1_500_000_000, 1)
     with pytest.raises(ValueError):
         loader.QsRouterConfig(capacity_bps=1, n_intervals=8).pack()

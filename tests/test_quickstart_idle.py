@@ -9,7 +9,8 @@ fetches it again. Quick-Start on sv1, cl1 and both routers. On the wire:
 - both routers approve it (QS TTL two less, rate and nonce kept);
 - the client's next ACK echoes it in option 27;
 - once the echo is back, the server releases Equation 1's window paced at window / RTT
-  (the RTT its estimate held at the echo) until the first of them is acknowledged.
+  (the RTT its estimate held at the echo) until the first of them is acknowledged, and
+  the first of them carries the Report of Approved Rate: the approved code, the nonce.
 """
 from __future__ import annotations
 
@@ -99,13 +100,15 @@ def test_a_request_after_idle_is_approved_echoed_and_its_window_paced(tmp_path):
     data = [p for p in run["server"] if p.src == server_ip and p.payload > 0]
     after = [p for p in data if p.ts > second_sent]
     assert after, "no data after the idle period"
-    with_request = [p for p in after if qs.find_request(p.ip_options) is not None]
+    options = [(p, qs.find_request(p.ip_options)) for p in after]
+    with_request = [p for p, o in options if o is not None and o.func == qs.FUNC_REQUEST]
     assert with_request == [after[0]], "the request rides on the first data segment after idle, and only there"
     sent = qs.find_request(after[0].ip_options)
     assert sent.func == qs.FUNC_REQUEST and sent.rate_code == qs.bps_to_code(20e6)
-    # Room for it: every segment 8 bytes short of the MTU, the one with the option at most the MTU
-    assert max(ip_len(p) for p in data if p is not after[0]) <= 1492
-    assert ip_len(after[0]) <= 1500
+    # Room for it: every segment 8 bytes short of the MTU, those with the option (this request,
+    # the reports) at most the MTU
+    assert max(ip_len(p) for p in data if qs.find_request(p.ip_options) is None) <= 1492
+    assert max(ip_len(p) for p in data if qs.find_request(p.ip_options) is not None) <= 1500
     # Both routers approved it on its way to the client
     arrived_pkt = next(p for p in run["client"] if p.src == server_ip and p.seq == after[0].seq and p.payload)
     arrived = qs.find_request(arrived_pkt.ip_options)
@@ -135,6 +138,11 @@ def test_a_request_after_idle_is_approved_echoed_and_its_window_paced(tmp_path):
                      and 0 < (p.ack - first_new.seq) % 2 ** 32 < 2 ** 31)
     released = [p for p in after if echo_at_server.ts < p.ts < round_end]
     assert len(released) <= window, (len(released), window)          # the window's bound, whatever the host
+    # The first of them carries the Report of Approved Rate, and no other does
+    reports = [(p, o) for p, o in options if o is not None and o.func == qs.FUNC_REPORT]
+    assert [p for p, _ in reports] == [first_new], "the report rides on the first packet after the echo"
+    assert reports[0][1].rate_code == echo.rate_code and reports[0][1].nonce == sent.nonce
+    assert c["server"]["reports_sent"] == 2 and c["server"]["reports_zero"] == 0, c   # handshake, after idle
     flags = run["delay_flags"]
     gap, ideal = (released[-1].ts - released[0].ts) / (len(released) - 1), rtt / window
     timing_check("the approved window after idle paced at its rate, window / RTT", flags,

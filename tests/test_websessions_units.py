@@ -75,6 +75,17 @@ def test_access_delays_and_pair_rtts():
     assert WORKLOAD.hosts(p).pairs == 6 and WORKLOAD.hosts(p).rtts_ms == rtts
 
 
+def test_uniform_access_delays_give_a_narrow_range_of_rtts():
+    d = ns2web.access_delays_ms(4000, 0.0, 10.0, 2, "uniform")
+    assert 0.0 <= min(d) < 0.1 and 9.9 < max(d) <= 10.0 and abs(np.mean(d) - 5.0) < 0.3
+    p = params(hosts=6, reverse_hosts=3, core_rtt_ms=80.0, access_dist="uniform", access_max_ms=10.0, rtt_seed=3)
+    assert WORKLOAD.check(p) is None
+    rtts = pair_rtts(p).values()
+    assert all(80.0 <= r <= 120.0 for r in rtts) and max(rtts) - min(rtts) > 10.0
+    with pytest.raises(ValueError, match="choose from exponential, uniform"):
+        ns2web.access_delays_ms(3, 1.0, 10.0, 1, "pareto")
+
+
 def test_plan_is_paired_across_variants_and_new_per_repetition():
     p = params(sessions=4, duration_s=40.0)
     a = plan(p, 1)

@@ -147,6 +147,7 @@ def direction_metrics(run_dir: Path, d: str, spec: dict, mss: int) -> dict[str, 
     arrived, dropped = int(m_in.sum()), int(lost.sum())
     req_ = [c for c in conns if c.get("qs_requested")]
     appr = [c for c in req_ if c.get("qs_approved")]
+    delivered = sum(c["size_bytes"] for c in conns)
     return {"connections": conns, "count": len(conns),
             "cut": sum(1 for f in spec["fetches"] if f["direction"] == d and f["cut"]),
             "arrived_pkts": arrived, "lost_pkts": dropped, "drop_rate": dropped / arrived if arrived else 0.0,
@@ -160,6 +161,8 @@ def direction_metrics(run_dir: Path, d: str, spec: dict, mss: int) -> dict[str, 
             "qs_failures": sum(1 for c in appr if c.get("qs_failure")),
             "qs_failure_fraction": sum(1 for c in appr if c.get("qs_failure")) / len(appr) if appr else None,
             "qs_bandwidth_bps": qs_bytes * 8 / dur,
+            # Figs. 10-11: the share of the delivered bytes sent under an approved rate
+            "qs_bytes_fraction": qs_bytes / delivered if delivered else None,
             "first_flights": flights}
 
 
@@ -171,6 +174,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int) -> dict[str, Any]:
             "utilisation": fwd["utilisation"], "drop_rate": fwd["drop_rate"],
             "duration_mean_s": fwd["duration_mean_s"], "qs_approved_fraction": fwd["qs_approved_fraction"],
             "qs_failure_fraction": fwd["qs_failure_fraction"], "qs_bandwidth_bps": fwd["qs_bandwidth_bps"],
+            "qs_bytes_fraction": fwd["qs_bytes_fraction"],
             "flows": {g: {"first_flights": [fl for x, fl in flights]}
                       for g, flights in _by_group([f for m in per.values() for f in m["first_flights"]]).items()}}
 
@@ -187,7 +191,8 @@ UTIL = Compared(column="utilisation", name="utilisation", label="utilisation", u
 DROPS = Compared(column="drop_rate", name="drop_rate", label="drop rate", unit="", get=lambda r: r.metrics["drop_rate"])
 COLUMNS = [*(m.col(k) for m in (UTIL, DROPS) for k in ("mean", "median", "ci_low", "ci_high")),
            "duration_mean_s", "connections_mean", "cut_mean", "qs_approved_fraction_mean",
-           "qs_failure_fraction_mean", "qs_bandwidth_mean_bps", "drop_rate_under_mean", "drop_rate_other_mean",
+           "qs_failure_fraction_mean", "qs_bandwidth_mean_bps", "qs_bytes_fraction_mean", "drop_rate_under_mean",
+           "drop_rate_other_mean",
            "utilisation_up_mean", "drop_rate_up_mean",
            *(m.col(k) for m in (UTIL, DROPS) for k in ("diff", "diff_ci_low", "diff_ci_high", "ratio", "significant")),
            *(f"{m.column}_{k}" for m in (UTIL, DROPS) for k in ("paired_diff", "paired_ci_low", "paired_ci_high")),
@@ -225,7 +230,7 @@ class WebSessionsAnalysis(WorkloadAnalysis):
     columns = COLUMNS
     compared = (UTIL, DROPS)
     display_headers = ["profile", "variant", "runs", "load", "utilisation", "drop rate", "QS approved", "QS failures",
-                       "QS bandwidth", "connections", "duration mean", "Δ drop rate vs baseline",
+                       "QS bandwidth", "bytes under QS", "connections", "duration mean", "Δ drop rate vs baseline",
                        "paired Δ utilisation, Δ drop rate (95 %)"]
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
@@ -240,6 +245,7 @@ class WebSessionsAnalysis(WorkloadAnalysis):
                 "qs_approved_fraction_mean": _mean([m["qs_approved_fraction"] for m in fwd]),
                 "qs_failure_fraction_mean": _mean([m["qs_failure_fraction"] for m in fwd]),
                 "qs_bandwidth_mean_bps": _mean([m["qs_bandwidth_bps"] for m in fwd]),
+                "qs_bytes_fraction_mean": _mean([m.get("qs_bytes_fraction") for m in fwd]),
                 "drop_rate_under_mean": _mean([(m["groups"].get("under") or {}).get("drop_rate") for m in fwd]),
                 "drop_rate_other_mean": _mean([(m["groups"].get("other") or {}).get("drop_rate") for m in fwd]),
                 "utilisation_up_mean": _mean([m["utilisation"] for m in up]),
@@ -259,6 +265,7 @@ class WebSessionsAnalysis(WorkloadAnalysis):
                 pct(row["drop_rate_mean"], ".2%"), pct(row["qs_approved_fraction_mean"]),
                 pct(row["qs_failure_fraction_mean"], ".2%"),
                 "–" if row["qs_bandwidth_mean_bps"] is None else f"{row['qs_bandwidth_mean_bps'] / 1e3:.0f} kbit/s",
+                pct(row.get("qs_bytes_fraction_mean")),
                 "–" if row["connections_mean"] is None else f"{row['connections_mean']:.0f}",
                 "–" if row["duration_mean_s"] is None else f"{row['duration_mean_s']:.2f} s", change_text(row, DROPS),
                 _paired_text(row)]
@@ -288,7 +295,7 @@ def _load_figure(profile: str, runs: list[RunRecord], colours: dict[str, str]) -
     fig = Figure(figsize=(12, 8), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
     keys = [("utilisation", "link utilisation, QS bandwidth (%)", 100.0), ("drop_rate", "aggregate drop rate (%)", 100.0),
-            ("qs_approved_fraction", "QS requests approved (%)", 100.0),
+            ("qs_approved_fraction", "QS requests approved, bytes under QS (%)", 100.0),
             ("qs_failure_fraction", "QS failures (% of approved)", 100.0)]
     param = next(iter(runs[0].sweep), "load")
     for v in [v for v in colours if any(r.variant == v for r in runs)]:
@@ -297,6 +304,9 @@ def _load_figure(profile: str, runs: list[RunRecord], colours: dict[str, str]) -
         # Fig. 4's "QS bandwidth": what the packets sent under an approved rate carried, of the link.
         plots.sweep_line(axes[0], runs, v, colours[v], _qs_share, scale=100.0, label=f"{v}: QS bandwidth",
                          linestyle="--")
+        # Figs. 10-11: the share of the delivered bytes sent under an approved rate.
+        plots.sweep_line(axes[2], runs, v, colours[v], lambda r: r.metrics.get("qs_bytes_fraction"), scale=100.0,
+                         label=f"{v}: bytes under QS", linestyle="-.")
         # A mixed variant (Fig. 5's half): the drop rates of its two halves, dashed and dotted.
         for g, style in (("under", "--"), ("other", ":")):
             if any(g in r.metrics["directions"]["down"]["groups"] and "other" in r.metrics["directions"]["down"]["groups"]

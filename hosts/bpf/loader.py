@@ -41,7 +41,7 @@ _CC_PLACEHOLDER_NAME = re.compile(re.escape(CC_PLACEHOLDER.encode()) + rb"_(\w+)
 AVAILABLE_CCS = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 QS_HOST_OBJECT = OBJ_DIR / "stl_qs_host.bpf.o"
 QS_ROUTER_OBJECT = OBJ_DIR / "stl_qs_router.bpf.o"
-QS_SHARED_MAPS = ("stl_qs_hosts", "stl_qs_sent", "stl_qs_recv")
+QS_SHARED_MAPS = ("stl_qs_hosts", "stl_qs_sent", "stl_qs_recv", "stl_qs_reports")
 FAULT_OBJECT = OBJ_DIR / "stl_fault.bpf.o"
 FAULT_FORMAT = "<IIQQ"                          # struct stl_fault (stl_fault.bpf.c)
 
@@ -59,15 +59,22 @@ PACE = 1 << 5
 CWND_CLAMP = 1 << 6
 TCP_BPF_RTO_MIN = 1004            # uapi linux/bpf.h: a socket's RTO floor in microseconds (BPF only)
 
-# struct stl_qs_host (stl_common.h): the rate code, then the counters.
-QS_HOST_FORMAT = "<16I"
+# struct stl_qs_host (stl_common.h): the rate code and after_idle, then the counters.
+QS_HOST_FORMAT = "<20I"
 QS_HOST_COUNTERS = ("requests_sent", "echoes", "approved", "rejected", "ttl_mismatch", "nonce_mismatch",
                     "no_echo", "last_rate_code", "last_rtt_us", "last_cwnd", "requests_seen",
-                    "echoes_sent", "errors", "restart_requests", "restart_approved")
-# struct stl_qs_router: lock, method, capacity, interval, N, approval intervals, thresh, w;
-# then the state (epoch, 8 + 8 slots, ewma) and the counters.
-QS_ROUTER_FORMAT = "<IIQQIIII" + "Q" * 18 + "Q" * 6
-QS_ROUTER_COUNTERS = ("requests", "approved", "reduced", "rejected", "granted_bps", "last_util_bps")
+                    "echoes_sent", "errors", "restart_requests", "restart_approved", "reports_sent",
+                    "reports_zero", "reports_gso")
+# struct stl_qs_router: lock, method, capacity, interval, N, approval intervals, thresh, w,
+# approval interval, extreme, pad; then the state (epoch, 8 slots, approval epoch, 8 slots,
+# ewma, 64 + 64 promise buckets) and the counters.
+QS_ROUTER_BUCKETS = 64
+QS_ROUTER_CONFIG_FORMAT = "<IIQQIIIIQII"
+QS_ROUTER_STATE_WORDS = 1 + 8 + 1 + 8 + 1 + 2 * QS_ROUTER_BUCKETS
+QS_ROUTER_COUNTERS = ("requests", "approved", "reduced", "rejected", "granted_bps", "last_util_bps",
+                      "reports", "reports_lower", "reports_untracked", "returned_bps", "tracked",
+                      "tracked_used", "phase_bytes", "last_promised_bps")
+QS_ROUTER_FORMAT = QS_ROUTER_CONFIG_FORMAT + "Q" * (QS_ROUTER_STATE_WORDS + len(QS_ROUTER_COUNTERS))
 SO_NETNS_COOKIE = 71
 
 # Unmount bpffs only if startlab mounted it and nothing but the kernel's own
@@ -330,10 +337,11 @@ def _ip_key(ip: str) -> list[str]:
     return ["key", *_hex(bytes(int(x) for x in ip.split(".")))]
 
 
-def qs_set_host(instance: registry.Instance, ip: str, rate_code: int) -> None:
-    """Make `ip` a Quick-Start host (rate_code > 0: a server requesting it); counters at 0."""
+def qs_set_host(instance: registry.Instance, ip: str, rate_code: int, after_idle: bool = False) -> None:
+    """Make `ip` a Quick-Start host (rate_code > 0: a server requesting it, after_idle: again
+    after each restart after idle); counters at 0."""
     pins = ensure_loaded(instance)
-    value = struct.pack(QS_HOST_FORMAT, rate_code, *([0] * len(QS_HOST_COUNTERS)))
+    value = struct.pack(QS_HOST_FORMAT, rate_code, int(after_idle), *([0] * len(QS_HOST_COUNTERS)))
     bpftool("map", "update", "pinned", str(pins / "stl_qs_hosts"), *_ip_key(ip), "value", *_hex(value))
 
 
@@ -356,7 +364,7 @@ def qs_host_counters(instance: registry.Instance, ip: str) -> dict[str, int] | N
     except BpfError:
         return None
     fields = struct.unpack(QS_HOST_FORMAT, bytes(int(b, 16) for b in entry["value"]))
-    return {"rate_code": fields[0], **dict(zip(QS_HOST_COUNTERS, fields[1:]))}
+    return {"rate_code": fields[0], "after_idle": fields[1], **dict(zip(QS_HOST_COUNTERS, fields[2:]))}
 
 
 def _qs_host_programs(instance: registry.Instance) -> Path:
@@ -406,13 +414,18 @@ class QsRouterConfig:
     qs_thresh: float = 0.9
     method: str = "peak"          # or "ewma"
     ewma_weight: float = 0.5
+    approval_interval_ms: float = 0.0   # 0: interval_ms
+    extreme: bool = False
 
     def pack(self) -> bytes:
         if not 1 <= self.n_intervals <= 7 or not 1 <= self.approval_intervals <= 8:
             raise ValueError("n_intervals must be 1..7 and approval_intervals 1..8")
+        approval_ms = self.approval_interval_ms or self.interval_ms
+        words = QS_ROUTER_STATE_WORDS + len(QS_ROUTER_COUNTERS)
         return struct.pack(QS_ROUTER_FORMAT, 0, 1 if self.method == "ewma" else 0, int(self.capacity_bps),
                            int(self.interval_ms * 1e6), self.n_intervals, self.approval_intervals,
-                           round(self.qs_thresh * 1000), round(self.ewma_weight * 1000), *([0] * 24))
+                           round(self.qs_thresh * 1000), round(self.ewma_weight * 1000), int(approval_ms * 1e6),
+                           int(self.extreme), 0, *([0] * words))
 
 
 def qs_router_dir(instance: registry.Instance, node, intf: str) -> Path:
@@ -430,6 +443,8 @@ def qs_router_install(instance: registry.Instance, node, intf: str, config: QsRo
     bpftool("map", "update", "pinned", str(where / "stl_qs_rtr"), "key", *_hex(bytes(4)),
             "value", *_hex(config.pack()))
     tc_attach(node, intf, "egress", where / "stl_qs_router")
+    if config.extreme:                  # each flow's handshake RTT, from the clients' side
+        tc_attach(node, intf, "ingress", where / "stl_qs_router_rtt")
 
 
 def qs_router_remove(instance: registry.Instance, node, intf: str) -> None:

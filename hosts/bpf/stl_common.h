@@ -57,6 +57,7 @@ struct stl_node_cfg {
 #define STL_QS_IPOPT 25        /* IPv4 option type */
 #define STL_QS_TCPOPT 27       /* TCP option kind of the response */
 #define STL_QS_LEN 8
+#define STL_QS_FUNC_REPORT 8  /* the option's function: Report of Approved Rate */
 #define STL_QS_HDR 52          /* H of Equation 1: IPv4 + TCP + timestamp option bytes */
 
 /* A Quick-Start server socket's mark, set by the sock_ops program, read by its congestion
@@ -91,6 +92,7 @@ struct stl_qs_req {
  * the programs. Packed by hosts/bpf/loader.py (QS_HOST_FORMAT): change both together. */
 struct stl_qs_host {
 	__u32 rate_code;       /* server: the code it requests */
+	__u32 after_idle;      /* server: request again after each restart after idle */
 	__u32 requests_sent;   /* server: SYN-ACKs that carried the IP option */
 	__u32 echoes;          /* server: handshake ACKs that carried option 27 */
 	__u32 approved;        /* server: echoes that passed the checks with rate > 0 */
@@ -106,12 +108,38 @@ struct stl_qs_host {
 	__u32 errors;
 	__u32 restart_requests; /* server: data segments after idle that carried a request */
 	__u32 restart_approved; /* server: their echoes that passed the checks with rate > 0 */
+	__u32 reports_sent;    /* server: packets that carried a Report of Approved Rate */
+	__u32 reports_zero;    /* server: of them, reports of rate 0 (the request not approved) */
+	__u32 reports_gso;     /* server: of them, packets of several segments (each carries a copy) */
+};
+
+/* Server side: the Report of Approved Rate a request's outcome owes (RFC 4782 §3.1, §4.4):
+ * the approved code, or 0 when the request was denied, failed the checks or went
+ * unanswered, with the request's nonce. The next packet of the connection carries it. */
+struct stl_qs_report {
+	__u32 rate_code;
+	__u32 nonce;
 };
 
 /* Router, one per egress interface (array map of one entry). The loader writes the
- * config half (ROUTER_CFG_FORMAT in loader.py), the program the rest. */
+ * config half (QS_ROUTER_FORMAT in loader.py), the programs the rest. */
 #define STL_QS_SLOTS 8
 #define STL_QS_EWMA 1
+#define STL_QS_BUCKETS 64      /* Extreme: what approvals promise, by when it expires */
+#define STL_QS_BUCKET_NS (16 * 1000 * 1000ULL)   /* 16 ms: 64 of them look ~1 s ahead */
+
+/* Extreme Quick-Start: one approved request (map stl_qs_approvals, by flow), from the
+ * approval to the end of its Quick-Start phase (the RTT after its first packet here). */
+struct stl_qs_flow {
+	__u64 rate_bps;        /* approved here; lowered by the sender's Report of Approved Rate */
+	__u64 left_bps;        /* what it still promises (counted in promise_bps[bucket]) */
+	__u64 bucket;          /* the bucket its promise expires with (absolute number) */
+	__u64 t_approve;
+	__u64 t_first;         /* the flow's first packet after the approval (0: none yet) */
+	__u64 rtt_ns;          /* the flow's RTT seen from this router (its handshake) */
+	__u64 arrived;         /* bytes of the flow in [t_first, t_first + rtt) */
+};
+
 struct stl_qs_router {
 	struct bpf_spin_lock lock;
 	__u32 method;          /* 0 = peak over n_intervals, STL_QS_EWMA = moving average */
@@ -121,11 +149,17 @@ struct stl_qs_router {
 	__u32 approval_intervals; /* intervals recent approvals are summed over */
 	__u32 thresh_permille; /* qs_thresh x 1000 */
 	__u32 ewma_permille;   /* w x 1000 */
+	__u64 approval_interval_ns; /* length of those intervals (s unless set apart) */
+	__u32 extreme;         /* 1: Extreme Quick-Start (per-flow state) instead of recent approvals */
+	__u32 pad;
 	/* state */
 	__u64 epoch;           /* current interval number (time / interval_ns) */
 	__u64 bytes[STL_QS_SLOTS];     /* bytes sent per interval, slot = epoch % SLOTS */
+	__u64 aepoch;          /* current approval interval (time / approval_interval_ns) */
 	__u64 approved_bps[STL_QS_SLOTS];
 	__u64 ewma_bps;
+	__u64 promise_bucket[STL_QS_BUCKETS]; /* Extreme: the absolute bucket each slot holds */
+	__u64 promise_bps[STL_QS_BUCKETS];    /* Extreme: the promise that expires with it */
 	/* counters */
 	__u64 requests;
 	__u64 approved;
@@ -133,6 +167,14 @@ struct stl_qs_router {
 	__u64 rejected;
 	__u64 granted_bps;     /* sum of the rates approved or reduced to */
 	__u64 last_util_bps;   /* utilisation estimate used for the last request */
+	__u64 reports;         /* Reports of Approved Rate seen */
+	__u64 reports_lower;   /* Extreme: reports below this router's approval (rate returned) */
+	__u64 reports_untracked; /* Extreme: reports of flows with no approval tracked */
+	__u64 returned_bps;    /* Extreme: sum of the rates those reports returned */
+	__u64 tracked;         /* Extreme: approvals tracked */
+	__u64 tracked_used;    /* Extreme: of them, approvals whose flow sent a packet after */
+	__u64 phase_bytes;     /* Extreme: bytes counted in the flows' Quick-Start phases */
+	__u64 last_promised_bps; /* approvals counted for the last request (recent or promised) */
 };
 
 #endif

@@ -13,6 +13,9 @@
  *   route MTU is 8 bytes less (hosts/implementations/quickstart.py), so every segment
  *   of its connections is 8 bytes shorter. What was sent is remembered per connection
  *   in stl_qs_sent for the sock_ops program, which checks the client's echo.
+ *   Each outcome (stl_qs_reports, written by sock_ops) puts a Report of Approved Rate on
+ *   the connection's next packet (RFC 4782 §3.1): the approved code, or 0. A packet of
+ *   several segments (GSO) keeps its segment size and every segment carries the report.
  *
  * stl_qs_receiver — ingress of a Quick-Start client: a segment arriving with a request
  *   (a SYN-ACK, or data after idle) is recorded in stl_qs_recv (rate, TTL diff = IP TTL
@@ -84,15 +87,43 @@ static __always_inline __u32 restart_to_request(struct __sk_buff *skb, struct st
 	return restarts;
 }
 
-/* Put a Quick-Start Request of `host`'s rate into the packet (after its IPv4 header of 20
- * bytes) and remember it in stl_qs_sent; 0 on success. */
+/* Put an 8-byte Quick-Start option (RFC 4782 §3.1) right after the 20-byte IPv4 header:
+ * `func_rate` is the third byte (function, rate), `byte4` the fourth (the QS TTL of a
+ * request, unused in a report). `flags` BPF_F_ADJ_ROOM_FIXED_GSO keeps a multi-segment
+ * packet's segment size, so that every segment carries the option within the MTU. */
+static __always_inline int put_option(struct __sk_buff *skb, __u8 func_rate, __u8 byte4, __u32 nonce, __u64 flags)
+{
+	struct iphdr *ip;
+	__u8 *opt;
+	void *end;
+
+	if (bpf_skb_adjust_room(skb, STL_QS_LEN, BPF_ADJ_ROOM_NET, flags))
+		return -1;
+	ip = ipv4(skb, &end);
+	if (!ip)
+		return -1;
+	opt = (__u8 *)(ip + 1);
+	if ((void *)(opt + STL_QS_LEN) > end)
+		return -1;
+	opt[0] = STL_QS_IPOPT;
+	opt[1] = STL_QS_LEN;
+	opt[2] = func_rate;
+	opt[3] = byte4;
+	opt[7] = 0;                          /* the two reserved bits */
+	qs_set_nonce(opt, nonce);
+	ip->ihl = 7;
+	ip->tot_len = bpf_htons(bpf_ntohs(ip->tot_len) + STL_QS_LEN);
+	return ip_csum_fix(ip, end);
+}
+
+/* Put a Quick-Start Request of `host`'s rate into the packet and remember it in
+ * stl_qs_sent; 0 on success. */
 static __always_inline int put_request(struct __sk_buff *skb, struct stl_qs_host *host, struct stl_qs_key *key,
 				       __u32 restart)
 {
 	struct stl_qs_req sent = {};
 	struct iphdr *ip;
 	__u32 qs_ttl;
-	__u8 *opt;
 	void *end;
 
 	ip = ipv4(skb, &end);
@@ -103,26 +134,35 @@ static __always_inline int put_request(struct __sk_buff *skb, struct stl_qs_host
 	sent.ttl_diff = (ip->ttl - qs_ttl) & 0xff;
 	sent.nonce = bpf_get_prandom_u32() & 0x3fffffff;
 	sent.restart = restart;
-	if (bpf_skb_adjust_room(skb, STL_QS_LEN, BPF_ADJ_ROOM_NET, 0))
-		return -1;
-	ip = ipv4(skb, &end);
-	if (!ip)
-		return -1;
-	opt = (__u8 *)(ip + 1);
-	if ((void *)(opt + STL_QS_LEN) > end)
-		return -1;
-	opt[0] = STL_QS_IPOPT;
-	opt[1] = STL_QS_LEN;
-	opt[2] = sent.rate_code;             /* function 0 (request) in the high nibble */
-	opt[3] = qs_ttl;
-	opt[7] = 0;                          /* the two reserved bits */
-	qs_set_nonce(opt, sent.nonce);
-	ip->ihl = 7;
-	ip->tot_len = bpf_htons(bpf_ntohs(ip->tot_len) + STL_QS_LEN);
-	if (ip_csum_fix(ip, end))
+	/* function 0 (request) in the high nibble of the third byte */
+	if (put_option(skb, sent.rate_code, qs_ttl, sent.nonce, 0))
 		return -1;
 	bpf_map_update_elem(&stl_qs_sent, key, &sent, BPF_ANY);
 	return 0;
+}
+
+/* Put the Report of Approved Rate the connection owes, if it owes one (function 1000, the
+ * approved code or 0, the request's nonce): on the first packet after the request's
+ * outcome, which is the first Quick-Start data packet of an approved one, or a control
+ * packet before it (RFC 4782 §3.1). 1 if a report went out, 0 if none was owed, -1 on error. */
+static __always_inline int put_report(struct __sk_buff *skb, struct stl_qs_host *host, struct stl_qs_key *key)
+{
+	struct stl_qs_report *owed, rep;
+
+	owed = bpf_map_lookup_elem(&stl_qs_reports, key);
+	if (!owed)
+		return 0;
+	rep = *owed;
+	bpf_map_delete_elem(&stl_qs_reports, key);
+	if (put_option(skb, (STL_QS_FUNC_REPORT << 4) | (rep.rate_code & 15), 0, rep.nonce,
+		       BPF_F_ADJ_ROOM_FIXED_GSO))
+		return -1;
+	__sync_fetch_and_add(&host->reports_sent, 1);
+	if (!rep.rate_code)
+		__sync_fetch_and_add(&host->reports_zero, 1);
+	if (skb->gso_segs > 1)
+		__sync_fetch_and_add(&host->reports_gso, 1);
+	return 1;
 }
 
 SEC("tc")
@@ -151,11 +191,14 @@ int stl_qs_sender(struct __sk_buff *skb)
 	key.server_port = tcp->source;
 	if (!(tcp->syn && tcp->ack)) {
 		payload = bpf_ntohs(ip->tot_len) - 20 - tcp->doff * 4;
-		if (tcp->syn || !payload || payload > 0xffff)
+		if (tcp->syn || payload > 0xffff)
 			return TC_ACT_OK;
-		restart = restart_to_request(skb, &key);
-		if (!restart)
+		restart = payload && host->after_idle ? restart_to_request(skb, &key) : 0;
+		if (!restart) {
+			if (put_report(skb, host, &key) < 0)
+				__sync_fetch_and_add(&host->errors, 1);
 			return TC_ACT_OK;
+		}
 		if (skb->gso_segs > 1) {         /* one request per segment on the wire: no GSO */
 			__sync_fetch_and_add(&host->errors, 1);
 			return TC_ACT_OK;

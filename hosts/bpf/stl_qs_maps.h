@@ -28,4 +28,12 @@ struct {
 	__type(value, struct stl_qs_req);
 } stl_qs_recv SEC(".maps");
 
+/* Server side: the Report of Approved Rate each connection owes, until a packet carries it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct stl_qs_key);
+	__type(value, struct stl_qs_report);
+} stl_qs_reports SEC(".maps");
+
 #endif

@@ -29,7 +29,8 @@
  *    mark that tells it whether to pace that window at the approved rate or slow-start
  *    from the namespace's initial window. Later ACKs with option 27 are parsed: an echo
  *    of a request sent after idle, approved, marks the socket with its window, which the
- *    congestion control applies (quickstart.bpf.c).
+ *    congestion control applies (quickstart.bpf.c). Every outcome, approved or not, owes
+ *    a Report of Approved Rate (stl_qs_reports), which the tc sender puts on the next packet.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -296,6 +297,15 @@ static __always_inline void qs_set_mark(struct bpf_sock_ops *skops, struct stl_q
 		__sync_fetch_and_add(&host->errors, 1);
 }
 
+/* The Report of Approved Rate this outcome owes (RFC 4782 §3.1, §4.4: after every request,
+ * approved or not): the approved code, or 0; the tc sender puts it on the next packet. */
+static __always_inline void qs_owe_report(struct stl_qs_key *key, struct stl_qs_req *sent, __u32 code)
+{
+	struct stl_qs_report rep = {.rate_code = code, .nonce = sent->nonce};
+
+	bpf_map_update_elem(&stl_qs_reports, key, &rep, BPF_ANY);
+}
+
 /* Every accepted socket of a Quick-Start server gets its congestion control (which sees
  * restarts after idle) and the parsing of option 27 on later ACKs; an approved handshake
  * request also sets Equation 1's window as the initial window. */
@@ -323,6 +333,7 @@ static __always_inline void qs_server_accept(struct bpf_sock_ops *skops, struct 
 			cwnd = qs_check_echo(skops, host, &sent, opt);
 			break;
 		}
+		qs_owe_report(&key, &sent, cwnd ? opt[2] & 15 : 0);
 	}
 	if (cwnd) {
 		mark = STL_QS_MARK(0, cwnd) | STL_QS_MARK_START;
@@ -362,6 +373,7 @@ static __always_inline void qs_server_parse(struct bpf_sock_ops *skops)
 	sent = *found;
 	bpf_map_delete_elem(&stl_qs_sent, &key);
 	cwnd = qs_check_echo(skops, host, &sent, opt);
+	qs_owe_report(&key, &sent, cwnd ? opt[2] & 15 : 0);
 	if (!cwnd)
 		return;
 	__sync_fetch_and_add(&host->restart_approved, 1);

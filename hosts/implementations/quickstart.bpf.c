@@ -131,10 +131,19 @@ static __always_inline void qs_set_state(struct sock *sk, u8 new_state, int base
 	p->last_state = new_state;
 }
 
+/* One segment per packet while an approved window is paced (the kernel sizes packets to
+ * its pacing rate, at least min_tso_segs segments): each Quick-Start segment leaves on its
+ * own, and the Report of Approved Rate on the first of them only. Otherwise the kernel's
+ * default (net.ipv4.tcp_min_tso_segs). */
+static __always_inline u32 qs_min_tso_segs(struct sock *sk, int base)
+{
+	return round_priv(sk)->phase == ROUND_DONE ? 2 : 1;
+}
+
 #define QS_OPS                                                                        \
 	init, qs_init, ssthresh, qs_ssthresh, cong_avoid, base_cong_avoid,            \
 	set_state, qs_set_state, cwnd_event, qs_cwnd_event, pkts_acked, qs_pkts_acked, \
-	undo_cwnd, base_undo_cwnd
+	min_tso_segs, qs_min_tso_segs, undo_cwnd, base_undo_cwnd
 
 STL_CC(qs_reno, STL_RENO, QS_OPS);
 STL_CC(qs_cubic, STL_CUBIC, QS_OPS);

@@ -15,10 +15,17 @@ After idle (Scharf's Linux implementation; `after_idle`, on by default): when th
 restarts a connection that sat idle for an RTO (the end hosts' declared
 slow_start_after_idle, net.ipv4.tcp_slow_start_after_idle) and so cuts its window, the first data segment that follows
 carries a request; the client echoes it on its next ACK, and an approved rate becomes
-Equation 1's window, paced for one RTT, with the same fallback on a loss. The 8 bytes of
-the option need room in a full segment: the server's route MTU is 8 bytes less (locked),
-so every segment of its connections is 8 bytes shorter, not only the one that carries a
-request — the kernel sizes segments before the tc program sees them.
+Equation 1's window, paced for one RTT, with the same fallback on a loss.
+
+Report of Approved Rate (RFC 4782 §3.1, §4.4): after every request's outcome the server's
+next packet carries the option as a report (function 1000): the approved code, or 0 when
+the request was denied, failed the checks or went unanswered, with the request's nonce.
+For an approved request that packet is the first Quick-Start data packet.
+
+The option's 8 bytes need room in a full segment (a request after idle, a report on the
+first data): the server's route MTU is 8 bytes less (locked), so every segment of its
+connections is 8 bytes shorter, not only the ones that carry the option — the kernel
+sizes segments before the tc program sees them.
 
 Client (the receiver): a tc ingress program records the request a SYN-ACK arrives
 with; the sock_ops program echoes rate, TTL diff and nonce in TCP option 27 on the
@@ -27,7 +34,11 @@ window does not cap the Quick-Start window.
 
 Router: the Target algorithm (stl_qs_router.bpf.c) on each router's client-facing
 egress (eth0: where the data and the SYN-ACKs leave toward the clients), one program
-and one state map per interface; counters via router_counters().
+and one state map per interface; counters via router_counters(). `algorithm` basic (the
+default: recent approvals, no per-flow state; reports counted, otherwise ignored) or
+extreme (Allman/Floyd/Sarolahti §6.2: per-flow state of the approvals, the bytes that
+arrive in each flow's Quick-Start phase and the senders' reports; each flow's RTT from the
+handshake the router sees, on the same interface's ingress).
 """
 from __future__ import annotations
 
@@ -92,8 +103,7 @@ class QuickStart(Implementation):
         "rate_mbps": Param(5.12, "server: the request under the 'fixed' policy", low=0.08, high=1310.72),
         "access_mbps": Param(1000.0, "server: its access-link rate, requested under 'access'",
                              low=0.08, high=100000.0),
-        "after_idle": Param(True, "server: request again on the first data after a restart after idle "
-                                  "(the route MTU is then 8 bytes less for the option's room)"),
+        "after_idle": Param(True, "server: request again on the first data after a restart after idle"),
         "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer in bytes", low=65536, high=1 << 30),
         "irw": Param(IRW_DEFAULT, "client: initial receive window in segments", low=10, high=100000,
                      integer=True),
@@ -102,6 +112,11 @@ class QuickStart(Implementation):
         "n_intervals": Param(5, "router: N, intervals of the peak utilisation", low=1, high=7, integer=True),
         "approval_intervals": Param(2, "router: intervals recent approvals are summed over", low=1, high=8,
                                     integer=True),
+        "approval_interval_ms": Param(0.0, "router (basic): length of the intervals recent approvals are "
+                                           "summed over (0 = interval_ms)", low=0.0, high=10000.0),
+        "algorithm": Param("basic", "router: basic (recent approvals) or extreme (per-flow state of the "
+                                    "approvals, their use and the senders' reports)",
+                           choices=("basic", "extreme")),
         "qs_thresh": Param(0.9, "router: share of capacity Quick-Start may fill", low=0.0, high=1.0),
         "method": Param("peak", "router: utilisation estimate", choices=("peak", "ewma")),
         "ewma_weight": Param(0.5, "router: weight w of the moving average (per interval)", low=0.0, high=1.0),
@@ -120,20 +135,22 @@ class QuickStart(Implementation):
                 capacity_bps=int(capacity), interval_ms=float(params["interval_ms"]),
                 n_intervals=int(params["n_intervals"]), approval_intervals=int(params["approval_intervals"]),
                 qs_thresh=float(params["qs_thresh"]), method=params["method"],
-                ewma_weight=float(params["ewma_weight"]))
+                ewma_weight=float(params["ewma_weight"]),
+                approval_interval_ms=float(params["approval_interval_ms"]),
+                extreme=params["algorithm"] == "extreme")
             loader.qs_router_install(inst, node, router_interface(node), config)
             return
         intf, ip = node_interface(node)
         if role == "server":
             LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": params["base_cc"], "iw": params["iw"]}), ctx)
-            if params["after_idle"]:
-                if not ctx.defaults.slow_start_after_idle:
-                    raise ValueError("after_idle needs the end hosts' slow_start_after_idle: the kernel "
-                                     "restarts no idle connection without it, so none would request")
-                endhosts.set_route(node, ctx.gateway, params["iw"], mtu=ctx.mtu - QS_OPTION_BYTES)
+            if params["after_idle"] and not ctx.defaults.slow_start_after_idle:
+                raise ValueError("after_idle needs the end hosts' slow_start_after_idle: the kernel "
+                                 "restarts no idle connection without it, so none would request")
+            endhosts.set_route(node, ctx.gateway, params["iw"], mtu=ctx.mtu - QS_OPTION_BYTES)
             cc = CCS.name(inst, f"qs_{params['base_cc']}")
             loader.set_node(inst, node, loader.NodeConfig(flags=loader.SERVER_QS, cc=cc))
-            loader.qs_set_host(inst, ip, request_code(params["request"], params, ctx.rate_bps))
+            loader.qs_set_host(inst, ip, request_code(params["request"], params, ctx.rate_bps),
+                               bool(params["after_idle"]))
             loader.tc_attach(node, intf, "egress", loader.qs_host_program(inst, "server"))
         else:
             open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))

@@ -22,7 +22,8 @@ mean are recorded, the cap's share of objects too).
 Access delays: each end host gets a one-way access-link delay, exponential with mean
 `access_mean_ms`, redrawn above `access_max_ms` (the paper: mean 12 ms, maximum 110 ms,
 "a range of round-trip times that roughly matches those from measurements", after Floyd &
-Kohler, HotNets 2002, whose exact process it does not give). A pair's base RTT is the core's
+Kohler, HotNets 2002, whose exact process it does not give), or uniform up to
+`access_max_ms` where a figure wants a narrow range of RTTs (§6.2, Fig. 10: 80-120 ms). A pair's base RTT is the core's
 RTT plus twice both hosts' access delays, applied in the core, never on an end host.
 """
 from __future__ import annotations
@@ -121,9 +122,18 @@ def ftp_transfers(model: WebModel, count: int, span_s: float, per_session: int, 
     return out
 
 
-def access_delays_ms(hosts: int, mean_ms: float, max_ms: float, seed: int) -> list[float]:
-    """One-way access delays of `hosts` hosts: exponential with `mean_ms`, redrawn above `max_ms`."""
+ACCESS_DISTRIBUTIONS = ("exponential", "uniform")
+
+
+def access_delays_ms(hosts: int, mean_ms: float, max_ms: float, seed: int, dist: str = "exponential") -> list[float]:
+    """One-way access delays of `hosts` hosts: exponential with `mean_ms`, redrawn above
+    `max_ms` (§4's paths), or uniform between 0 and `max_ms` (a narrow range of RTTs, as
+    §6.2's Fig. 10: 80-120 ms from an 80 ms core and at most 10 ms per host)."""
     rng = np.random.default_rng(seed)
+    if dist == "uniform":
+        return [round(float(d), 3) for d in rng.uniform(0.0, max_ms, hosts)]
+    if dist != "exponential":
+        raise ValueError(f"unknown access-delay distribution '{dist}': choose from {', '.join(ACCESS_DISTRIBUTIONS)}")
     out = []
     while len(out) < hosts:
         d = float(rng.exponential(mean_ms))

@@ -60,7 +60,8 @@ def pair_rtts(p: dict) -> dict[tuple[int, int], float]:
     """Base RTT of every pair that talks, (client i, server i) → ms, from the hosts' access
     delays: clients first, then servers, drawn in one seeded sequence."""
     pairs = p["hosts"] + (p["reverse_hosts"] if p["reverse_fraction"] > 0 else 0)
-    d = ns2web.access_delays_ms(2 * pairs, p["access_mean_ms"], p["access_max_ms"], p["rtt_seed"])
+    d = ns2web.access_delays_ms(2 * pairs, p["access_mean_ms"], p["access_max_ms"], p["rtt_seed"],
+                                p["access_dist"])
     return {(i, i): ns2web.pair_rtt_ms(p["core_rtt_ms"], d[i - 1], d[pairs + i - 1]) for i in range(1, pairs + 1)}
 
 
@@ -120,6 +121,8 @@ class WebSessions(Workload):
                              low=0, high=10000),
         "access_mean_ms": Param(12.0, "mean one-way access delay of a host", low=0, high=1000),
         "access_max_ms": Param(110.0, "largest one-way access delay of a host", low=0, high=10000),
+        "access_dist": Param("exponential", "access delays: exponential (mean access_mean_ms) or uniform "
+                                            "(0 to access_max_ms)", choices=ns2web.ACCESS_DISTRIBUTIONS),
         "rtt_seed": Param(1, "the hosts' access delays", low=0, high=2 ** 31 - 1, integer=True),
         "seed": Param(1, "the sessions (with the repetition)", low=0, high=2 ** 31 - 1, integer=True),
     }
@@ -129,6 +132,8 @@ class WebSessions(Workload):
         return HostNeeds(pairs=params["hosts"] + rev, rtts_ms=pair_rtts(params))
 
     def check(self, params: dict) -> Optional[tuple[str, str]]:
+        if params["access_dist"] == "uniform":
+            return None
         if params["access_mean_ms"] > params["access_max_ms"]:
             return "access_mean_ms", f"{params['access_mean_ms']:g} ms is above access_max_ms"
         if params["access_max_ms"] > 0 and params["access_mean_ms"] > 0 and \
