@@ -152,7 +152,7 @@ def test_c_header_and_loader_agree_on_the_quick_start_layouts():
 def test_router_config_packs_the_c_layout():
     from hosts.bpf import loader
     packed = loader.QsRouterConfig(capacity_bps=10_000_000, qs_thresh=0.9).pack()
-    assert len(packed) == 1344                      # sizeof(struct stl_qs_router), as its BTF says
+    assert len(packed) == 1368                      # sizeof(struct stl_qs_router), as its BTF says
     assert struct.unpack("<IIQQIIIIQII", packed[:56]) == (0, 0, 10_000_000, 150_000_000, 5, 2, 900, 500,
                                                           150_000_000, 0, 0)
     packed = loader.QsRouterConfig(capacity_bps=1, approval_interval_ms=1500, extreme=True).pack()

@@ -73,7 +73,8 @@ QS_ROUTER_CONFIG_FORMAT = "<IIQQIIIIQII"
 QS_ROUTER_STATE_WORDS = 1 + 8 + 1 + 8 + 1 + 2 * QS_ROUTER_BUCKETS
 QS_ROUTER_COUNTERS = ("requests", "approved", "reduced", "rejected", "granted_bps", "last_util_bps",
                       "reports", "reports_lower", "reports_untracked", "returned_bps", "tracked",
-                      "tracked_used", "phase_bytes", "last_promised_bps")
+                      "tracked_used", "phase_bytes", "last_promised_bps", "fin_returned_bps", "sum_util_bps",
+                      "sum_promised_bps")
 QS_ROUTER_FORMAT = QS_ROUTER_CONFIG_FORMAT + "Q" * (QS_ROUTER_STATE_WORDS + len(QS_ROUTER_COUNTERS))
 SO_NETNS_COOKIE = 71
 

@@ -175,6 +175,9 @@ struct stl_qs_router {
 	__u64 tracked_used;    /* Extreme: of them, approvals whose flow sent a packet after */
 	__u64 phase_bytes;     /* Extreme: bytes counted in the flows' Quick-Start phases */
 	__u64 last_promised_bps; /* approvals counted for the last request (recent or promised) */
+	__u64 fin_returned_bps; /* Extreme: promises returned when their flow's server closed */
+	__u64 sum_util_bps;    /* the utilisation estimates of all requests (mean: / requests) */
+	__u64 sum_promised_bps; /* the approvals counted for all requests (recent or promised) */
 };
 
 #endif

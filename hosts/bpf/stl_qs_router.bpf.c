@@ -21,7 +21,8 @@
  *   A flow's approval counts in full until its first packet after the approval reaches
  *   this router, then less by the bytes that arrive in its Quick-Start phase (rate -
  *   arrived x 8 / RTT: those bytes are in the utilisation already), and nothing once the
- *   phase, one RTT from that first packet, is over. An approval whose flow sends nothing
+ *   phase, one RTT from that first packet, is over, or once the server closes the flow
+ *   (its FIN: what it did not use returns to the pool). An approval whose flow sends nothing
  *   lapses after 2 RTTs, or after the recent-approvals window while the RTT is unknown
  *   (a SYN-ACK's approval: its RTT is known at the handshake's ACK). A Report of Approved
  *   Rate below the rate approved here (a downstream router reduced or denied it, or the
@@ -245,9 +246,9 @@ __attribute__((noinline)) int qs_answer(struct __sk_buff *skb, __u32 at, __u32 c
 	return ip_csum_fix(ip, end);
 }
 
-/* The router's state. The steps below are global functions, each taking the lock for itself: the
- * verifier checks each once, where one function holding all of them would multiply their
- * paths past its limit. */
+/* The router's state. The steps below are global functions, each taking the lock for
+ * itself: the verifier checks each once, where one function holding all of them would
+ * multiply their paths past its limit. */
 static __always_inline struct stl_qs_router *router(void)
 {
 	__u32 zero = 0;
@@ -276,8 +277,8 @@ __attribute__((noinline)) int qs_measure(__u32 len, int report)
 }
 
 /* Extreme: a packet of an approved flow `f` that is not a request (`report`: a Report's
- * code, or -1). */
-__attribute__((noinline)) int qs_track(struct stl_qs_flow *f, __u64 rtt_ns, __u32 len, int report)
+ * code, or -1; `fin`: the server closes, so what the flow has not used returns). */
+__attribute__((noinline)) int qs_track(struct stl_qs_flow *f, __u64 rtt_ns, __u32 len, int report, int fin)
 {
 	struct stl_qs_router *st = router();
 	__u64 now = bpf_ktime_get_ns(), rate, cut, used;
@@ -315,6 +316,11 @@ __attribute__((noinline)) int qs_track(struct stl_qs_flow *f, __u64 rtt_ns, __u3
 			used = f->left_bps;
 		promise_sub(st, f->bucket, used);
 		f->left_bps -= used;
+	}
+	if (fin && f->left_bps) {
+		promise_sub(st, f->bucket, f->left_bps);
+		st->fin_returned_bps += f->left_bps;
+		f->left_bps = 0;
 	}
 	bpf_spin_unlock(&st->lock);
 	return 0;
@@ -372,6 +378,8 @@ __attribute__((noinline)) int qs_decide(__u32 old_code, int extreme, struct stl_
 	limit = st->capacity_bps * st->thresh_permille / 1000;
 	st->last_util_bps = util;
 	st->last_promised_bps = recent;
+	st->sum_util_bps += util;
+	st->sum_promised_bps += recent;
 	st->requests++;
 	if (util + recent < limit && request) {
 		grant = limit - util - recent;
@@ -404,8 +412,7 @@ int stl_qs_router(struct __sk_buff *skb)
 	struct stl_qs_flow fresh = {}, *f = NULL;
 	struct stl_qs_key key = {};
 	struct stl_qs_rtt *hs;
-	__u8 optb[STL_QS_LEN];
-	__u16 ports[2];
+	__u8 optb[STL_QS_LEN], th[14];           /* the TCP header up to its flags */
 	__u64 rtt_ns = 0;
 
 	if (!st || !st->interval_ns || !st->capacity_bps || !st->approval_interval_ns)
@@ -419,11 +426,11 @@ int stl_qs_router(struct __sk_buff *skb)
 	}
 	if (st->extreme && (void *)(ip + 1) <= end && eth->h_proto == bpf_htons(ETH_P_IP) &&
 	    ip->protocol == IPPROTO_TCP &&
-	    !bpf_skb_load_bytes(skb, ETH_HLEN + ip->ihl * 4, ports, sizeof(ports))) {
+	    !bpf_skb_load_bytes(skb, ETH_HLEN + ip->ihl * 4, th, sizeof(th))) {
 		key.client_ip = ip->daddr;               /* toward the client: its server sends */
 		key.server_ip = ip->saddr;
-		key.client_port = ports[1];
-		key.server_port = ports[0];
+		__builtin_memcpy(&key.server_port, &th[0], 2);
+		__builtin_memcpy(&key.client_port, &th[2], 2);
 		hs = bpf_map_lookup_elem(&stl_qs_rtts, &key);
 		if (hs)
 			rtt_ns = hs->rtt_ns;
@@ -433,7 +440,7 @@ int stl_qs_router(struct __sk_buff *skb)
 	qs_measure(skb->len, report);
 	if (request < 0) {
 		if (f)
-			qs_track(f, rtt_ns, skb->len, report);
+			qs_track(f, rtt_ns, skb->len, report, th[13] & 0x01);
 		else if (report >= 0 && st->extreme)
 			__sync_fetch_and_add(&st->reports_untracked, 1);
 		return TC_ACT_OK;
