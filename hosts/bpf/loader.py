@@ -203,6 +203,34 @@ class CongestionControls:
             register_ccs(instance, self.object)
         return name
 
+    def map_id(self, instance: registry.Instance, map_name: str) -> int:
+        """The id of map `map_name` of this object as registered for `instance` (registered
+        objects pin nothing: the map is found through the instance's struct_ops and its
+        programs)."""
+        kinds = cc_kinds(self.object.read_bytes())
+        self.name(instance, kinds[0])
+        names = {cc_name(instance, k) for k in kinds}
+        dump = subprocess.run([bpftool_path(), "struct_ops", "dump", "name", f"stl_{kinds[0]}"],
+                              capture_output=True, text=True).stdout
+        for chunk in dump.split('"bpf_struct_ops_tcp_congestion_ops"'):
+            found = re.search(r'"name": "([^"]+)"', chunk)
+            if not found or found.group(1) not in names:
+                continue
+            for prog in re.findall(r"prog_id:(\d+)", chunk):
+                for ident in bpftool("prog", "show", "id", prog, as_json=True).get("map_ids", []):
+                    if bpftool("map", "show", "id", str(ident), as_json=True).get("name") == map_name:
+                        return ident
+        raise BpfError(f"{self.object.name}: no map {map_name} registered for instance {instance.prefix}")
+
+    def update_map(self, instance: registry.Instance, map_name: str, key: bytes, value: bytes) -> None:
+        bpftool("map", "update", "id", str(self.map_id(instance, map_name)), "key", *_hex(key),
+                "value", *_hex(value))
+
+    def dump_map(self, instance: registry.Instance, map_name: str) -> list[tuple[bytes, bytes]]:
+        """Every (key, value) of the map."""
+        rows = bpftool("map", "dump", "id", str(self.map_id(instance, map_name)), as_json=True) or []
+        return [(bytes(int(b, 16) for b in r["key"]), bytes(int(b, 16) for b in r["value"])) for r in rows]
+
 
 def congestion_controls(module_file: str) -> CongestionControls:
     """The congestion controls of the scheme whose Python module is `module_file`

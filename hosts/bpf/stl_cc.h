@@ -233,15 +233,18 @@ static __always_inline int round_recovered(struct sock *sk, u8 new_state)
 #define STL__PROG_undo_cwnd(kind, base, fn)                                             \
 	SEC("struct_ops/" #kind "_undo_cwnd")                                           \
 	u32 BPF_PROG(stl_##kind##_undo_cwnd, struct sock *sk) { return fn(sk, base); }
+#define STL__PROG_release(kind, base, fn)                                               \
+	SEC("struct_ops/" #kind "_release")                                             \
+	void BPF_PROG(stl_##kind##_release, struct sock *sk) { fn(sk, base); }
 
-/* M(kind, base, member, function) for each pair of the list (up to all eight members);
+/* M(kind, base, member, function) for each pair of the list (up to nine members);
  * an odd list leaves STL__PAIRS_ undefined, a compile error. */
 #define STL__PAIRS(M, kind, base, ...) \
 	STL__CAT(STL__PAIRS_, STL__NPAIRS(__VA_ARGS__))(M, kind, base, __VA_ARGS__)
 #define STL__CAT(a, b) STL__CAT_(a, b)
 #define STL__CAT_(a, b) a##b
-#define STL__NPAIRS(...) STL__NTH(__VA_ARGS__, 8, _, 7, _, 6, _, 5, _, 4, _, 3, _, 2, _, 1, _)
-#define STL__NTH(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, n, ...) n
+#define STL__NPAIRS(...) STL__NTH(__VA_ARGS__, 9, _, 8, _, 7, _, 6, _, 5, _, 4, _, 3, _, 2, _, 1, _)
+#define STL__NTH(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, n, ...) n
 #define STL__PAIRS_1(M, k, b, op, fn) M(k, b, op, fn)
 #define STL__PAIRS_2(M, k, b, op, fn, ...) M(k, b, op, fn) STL__PAIRS_1(M, k, b, __VA_ARGS__)
 #define STL__PAIRS_3(M, k, b, op, fn, ...) M(k, b, op, fn) STL__PAIRS_2(M, k, b, __VA_ARGS__)
@@ -250,6 +253,7 @@ static __always_inline int round_recovered(struct sock *sk, u8 new_state)
 #define STL__PAIRS_6(M, k, b, op, fn, ...) M(k, b, op, fn) STL__PAIRS_5(M, k, b, __VA_ARGS__)
 #define STL__PAIRS_7(M, k, b, op, fn, ...) M(k, b, op, fn) STL__PAIRS_6(M, k, b, __VA_ARGS__)
 #define STL__PAIRS_8(M, k, b, op, fn, ...) M(k, b, op, fn) STL__PAIRS_7(M, k, b, __VA_ARGS__)
+#define STL__PAIRS_9(M, k, b, op, fn, ...) M(k, b, op, fn) STL__PAIRS_8(M, k, b, __VA_ARGS__)
 
 char LICENSE[] SEC("license") = "GPL";
 

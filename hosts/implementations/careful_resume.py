@@ -1,0 +1,109 @@
+"""Careful Resume (RFC 9959, draft-ietf-tsvwg-careful-resume-24): the IETF's successor of
+Fast Start. A connection observes the path's capacity (the data acknowledged in an RTT) and
+minimum RTT; a later connection to the same path reconnoitres from the initial window,
+then jumps to half the saved window, paced over the current RTT, validates the jump and
+retreats safely when it caused congestion.
+
+Server only (the sender): the kernel's CUBIC from `iw` with the congestion control
+cr_cubic of careful_resume.bpf.c (beside this module), whose header says how each phase
+maps onto the kernel's TCP. The saved parameters live per path (local address,
+destination) and install (a generation number in the socket's mark, so one run's state
+never resumes another's); this install's lifetime, max_jump, beta and min_save sit in the
+object's configuration map, keyed by that generation.
+
+Every connection's phase changes are kept in the object's event map (the state after each
+change, as the qlog draft's CarefulResumePhaseUpdated); counters() returns them, so a run
+records them beside its other counters.
+"""
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+
+from hosts.bpf import loader
+from hosts.implementations.base import Declared, Implementation, InstallContext, Param
+from hosts.implementations.linux_tcp import LinuxTcp
+
+CCS = loader.congestion_controls(__file__)
+KIND = "cr_cubic"
+CR_MARK_TAG = 0x43000000                 # careful_resume.bpf.c STL_CR_MARK_TAG
+PHASES = ("observing", "reconnaissance", "unvalidated", "validating", "safe_retreat", "normal")
+# The qlog draft's triggers (careful-resume-qlog-02 §3.2), in the BPF enum's order; 0: none.
+TRIGGERS = (None, "congestion_window_limited", "rtt_exceeded", "first_unvalidated_packet_acknowledged",
+            "last_unvalidated_packet_sent", "last_unvalidated_packet_acknowledged", "rtt_not_validated",
+            "rate_limited", "path_changed", "packet_loss", "ECN_CE", "exit_recovery")
+CONFIG_FORMAT = "<QIIII"                 # struct cr_config
+EVENTS = 8                               # STL_CR_EVENTS
+EVENT_FORMAT = "<QBBBBIIIIIII"           # struct cr_event
+LOG_FORMAT = "<II" + EVENT_FORMAT[1:] * EVENTS
+CONN_FORMAT = "<IIHHI"                   # struct cr_conn
+_generation = itertools.count(1)
+
+
+def config_value(lifetime_s: float, max_jump: int, beta: float, min_save: int) -> bytes:
+    return struct.pack(CONFIG_FORMAT, int(lifetime_s * 1e9), max_jump, round(beta * 1000), min_save, 0)
+
+
+def decode_log(key: bytes, value: bytes) -> dict:
+    """One connection's phase changes from the event map (addresses dotted, times in ns)."""
+    saddr, daddr, sport, dport, _ = struct.unpack(CONN_FORMAT, key)
+    n, mss = struct.unpack_from("<II", value)
+    size = struct.calcsize(EVENT_FORMAT)
+    events = []
+    for i in range(min(n, EVENTS)):
+        (t, old, new, trig, _, cwnd, ssthresh, pipe, first, last, saved_cwnd,
+         saved_rtt) = struct.unpack_from(EVENT_FORMAT, value, 8 + i * size)
+        events.append({"t_ns": t, "old": PHASES[old], "new": PHASES[new], "trigger": TRIGGERS[trig],
+                       "congestion_window": cwnd, "ssthresh": ssthresh, "pipesize": pipe,
+                       "first_unvalidated_packet": first, "last_unvalidated_packet": last,
+                       "saved_congestion_window": saved_cwnd, "saved_rtt_us": saved_rtt})
+    return {"local": f"{socket.inet_ntoa(struct.pack('<I', saddr))}:{sport}",
+            "remote": f"{socket.inet_ntoa(struct.pack('<I', daddr))}:{dport}", "mss": mss, "events": events}
+
+
+class CarefulResume(Implementation):
+    name = "careful-resume"
+    summary = "Careful Resume (RFC 9959): saved capacity, reconnaissance, a paced half jump, safe retreat"
+    roles = ("server",)
+    params = {
+        "iw": Param(10, "initial window (Reconnaissance starts from it)", low=1, high=100, integer=True),
+        "lifetime_s": Param(3600.0, "how long saved parameters may be used (the draft: minutes for "
+                                    "changing paths, hours for stable ones)", low=0.001, high=86400.0 * 7),
+        "max_jump": Param(0, "the largest jump_cwnd in segments (0: no limit but saved_cwnd / 2)",
+                          low=0, high=100000, integer=True),
+        "beta": Param(0.5, "ssthresh = PipeSize x beta when Safe Retreat ends (the draft: 0.5 .. 1)",
+                      low=0.5, high=1.0),
+        "min_save": Param(4, "save an observation only of at least min_save x IW segments (the draft's 4)",
+                          low=0, high=1000, integer=True),
+    }
+
+    def kernel_objects(self, role: str, params: dict) -> list:
+        return [CCS.object, loader.SOCKOPS_OBJECT]
+
+    def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "cubic", "iw": params["iw"]}), ctx)
+        generation = next(_generation) % 255 + 1
+        CCS.update_map(ctx.instance, "stl_cr_config", struct.pack("<I", generation),
+                       config_value(params["lifetime_s"], int(params["max_jump"]), params["beta"],
+                                    int(params["min_save"])))
+        mark = CR_MARK_TAG | generation << 16
+        config = loader.NodeConfig(flags=loader.SERVER_CC, cc=CCS.name(ctx.instance, KIND),
+                                   accept_opts=(loader.SockOpt(socket.SOL_SOCKET, socket.SO_MARK, mark),))
+        loader.set_node(ctx.instance, node, config)
+
+    def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        loader.clear_node(ctx.instance, node)
+        LinuxTcp().remove(node, role, LinuxTcp().resolve({"cc": "cubic"}), ctx)
+
+    def declares(self, role, params, defaults) -> Declared | None:
+        # A resumed connection's window is the scheme's; a first connection starts from `iw`.
+        return Declared(cc=(KIND,), iw=None) if role == "server" else None
+
+    def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
+        """The sock_ops counters and every connection's Careful Resume phase changes."""
+        logs = [decode_log(k, v) for k, v in CCS.dump_map(ctx.instance, "stl_cr_events")]
+        return {**(loader.node_counters(ctx.instance, node) or {}), "careful_resume": logs}
+
+
+IMPLEMENTATION = CarefulResume()

@@ -1,0 +1,96 @@
+"""Root integration: Careful Resume (RFC 9959) on the wire, from captures and the congestion
+control's own log of its phase changes.
+
+Two connections in turn fetch from lighttpd on sv1 (curl, one connection each): the first
+(2 MB over 20 Mbit/s and 60 ms) is observed and saves the path's capacity; the second
+(1 MB, a second later) resumes from it. The capture in front of the bottleneck queue
+shows what the sender did; the log says what it decided.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from hosts.apps import HTTP_PORT, Lighttpd, curl_fetch, make_object
+from hosts.session import RunSession
+from hosts.variants import get_variant
+from timing import timing_check
+from topologies.network import Network
+from wiretrace import ACK, SYN, read_pcap, test_profile
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+
+IW = 10
+
+
+def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0) -> dict:
+    prof = test_profile("test-cr", 20, 60)
+    with Network(prof, tmp / "net") as net:
+        n = net.names
+        sv, cl = net.host(n.server(1)), net.host(n.client(1))
+        work = tmp / "run"
+        work.mkdir()
+        with RunSession(net, get_variant("careful-resume"), work, tmp / "scratch", get_variant) as s:
+            s.install_under_test(server=[sv], client=[cl])
+            urls = [make_object(s.scratch / "www", size) for size in sizes]
+            s.adopt("lighttpd", Lighttpd(sv, n.server_ip(1), s.scratch / "www", work, s.instance))
+            s.capture_standard()
+            s.ready()
+            for i, url in enumerate(urls):
+                if i:
+                    time.sleep(pause_s)
+                got = curl_fetch(cl, f"http://{n.server_ip(1)}:{HTTP_PORT}{url}", work, s.instance, 60)
+                assert got["http_code"] == 200 and int(got["size_download"]) == sizes[i], got
+        record = s.record()
+        server_ip, client_ip = n.server_ip(1), n.client_ip(1)
+        packets = read_pcap(work / "cap-bneck-in.pcap")
+    logs = next(iter(record["server_counters"].values()))["careful_resume"]
+    return {"packets": packets, "server_ip": server_ip, "client_ip": client_ip, "logs": logs,
+            "rtt_s": prof.rtt_s, "flags": net.host_flags("delay")}
+
+
+def connections(run: dict) -> list[dict]:
+    """Each connection's server data and client ACKs, by the client's port, in order."""
+    by_port: dict[int, dict] = {}
+    for p in run["packets"]:
+        if p.src == run["server_ip"] and p.flags & SYN:
+            by_port.setdefault(p.dport, {"isn": p.seq, "data": [], "acks": []})
+        elif p.src == run["server_ip"] and p.payload > 0 and p.dport in by_port:
+            by_port[p.dport]["data"].append(p)
+        elif p.src == run["client_ip"] and p.flags & ACK and p.sport in by_port:
+            by_port[p.sport]["acks"].append(p)
+    return [dict(c, port=port) for port, c in by_port.items()]
+
+
+def test_a_second_connection_reconnoitres_with_the_iw_then_jumps_to_half_the_saved_window_paced(tmp_path):
+    run = two_fetches(tmp_path)
+    first, second = connections(run)
+    assert [log["remote"].split(":")[1] for log in run["logs"]] == [str(second["port"])], \
+        "only the second connection resumed"
+    events = run["logs"][0]["events"]
+    phases = [(e["old"], e["new"], e["trigger"]) for e in events]
+    assert phases[0] == ("observing", "reconnaissance", None), phases
+    assert phases[1] == ("reconnaissance", "unvalidated", "congestion_window_limited"), phases
+    assert phases[-1][1] == "normal", phases
+    jump = events[1]
+    saved = jump["saved_congestion_window"]
+    assert saved >= 4 * IW, "the first connection saved at least 4 x IW"
+    assert jump["congestion_window"] == saved // 2, "jump_cwnd = saved_cwnd / 2 (no max_jump)"
+    # Reconnaissance sends only the IW: the data before the first ACK of data
+    data, acks = second["data"], second["acks"]
+    first_ack = next(a for a in acks if a.ts > data[0].ts and a.ack != data[0].seq)
+    assert len([p for p in data if p.ts < first_ack.ts]) == IW
+    # The unvalidated segments: from the jump's first sequence number to the phase's end
+    start = jump["first_unvalidated_packet"]
+    end = next((e["last_unvalidated_packet"] for e in events[2:] if e["last_unvalidated_packet"]), None)
+    assert end is not None, phases
+    unvalidated = [p for p in data if 0 <= (p.seq - start) % 2 ** 32 < (end - start) % 2 ** 32]
+    assert 0 < len(unvalidated) <= jump["congestion_window"], (len(unvalidated), jump["congestion_window"])
+    # ... paced at jump_cwnd per RTT: never a burst of more than the IW, spread over the RTT
+    rtt = run["rtt_s"]
+    span = unvalidated[-1].ts - unvalidated[0].ts
+    ideal = (len(unvalidated) - 1) * rtt / jump["congestion_window"]
+    timing_check("the jump paced at jump_cwnd per RTT", run["flags"], span >= 0.6 * ideal,
+                 f"{len(unvalidated)} segments over {span * 1e3:.1f} ms, paced {ideal * 1e3:.1f} ms")
