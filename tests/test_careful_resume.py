@@ -17,6 +17,7 @@ from hosts.apps import HTTP_PORT, Lighttpd, curl_fetch, make_object
 from hosts.session import RunSession
 from hosts.variants import get_variant
 from timing import timing_check
+from links.profiles import LinkProfile
 from topologies.network import Network
 from wiretrace import ACK, SYN, read_pcap, test_profile
 
@@ -25,8 +26,11 @@ pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 IW = 10
 
 
-def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0) -> dict:
-    prof = test_profile("test-cr", 20, 60)
+def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0, prof: LinkProfile | None = None,
+                between=None) -> dict:
+    """Fetches of `sizes` in turn, one connection each, `pause_s` apart; `between(net)` runs
+    in the first pause (the path changing between the first two connections)."""
+    prof = prof or test_profile("test-cr", 20, 60)
     with Network(prof, tmp / "net") as net:
         n = net.names
         sv, cl = net.host(n.server(1)), net.host(n.client(1))
@@ -41,6 +45,8 @@ def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0) -
             for i, url in enumerate(urls):
                 if i:
                     time.sleep(pause_s)
+                if i == 1 and between:
+                    between(net)
                 got = curl_fetch(cl, f"http://{n.server_ip(1)}:{HTTP_PORT}{url}", work, s.instance, 60)
                 assert got["http_code"] == 200 and int(got["size_download"]) == sizes[i], got
         record = s.record()
@@ -94,3 +100,31 @@ def test_a_second_connection_reconnoitres_with_the_iw_then_jumps_to_half_the_sav
     ideal = (len(unvalidated) - 1) * rtt / jump["congestion_window"]
     timing_check("the jump paced at jump_cwnd per RTT", run["flags"], span >= 0.6 * ideal,
                  f"{len(unvalidated)} segments over {span * 1e3:.1f} ms, paced {ideal * 1e3:.1f} ms")
+
+
+def test_a_jump_onto_a_path_cut_to_a_twentieth_retreats_deletes_the_state_and_sets_ssthresh_from_pipesize(tmp_path):
+    """The state goes stale: the bottleneck drops from 20 to 1 Mbit/s between the first two
+    connections (20-packet buffer), so the jump overruns it. The loss of unvalidated data
+    sends the second connection to Safe Retreat, which deletes the saved state (a third
+    connection can resume only from a later observation) and leaves with ssthresh =
+    PipeSize x beta (0.5)."""
+    prof = LinkProfile(name="test-cr-stale", down_mbps=20, up_mbps=20, rtt_ms=60, buffer_pkts=20)
+    run = two_fetches(tmp_path, sizes=(2_000_000, 1_000_000, 300_000), prof=prof,
+                      between=lambda net: net.set_rate("down", 1e6))
+    first, second, third = connections(run)
+    logs = {int(log["remote"].split(":")[1]): log for log in run["logs"]}
+    assert first["port"] not in logs and second["port"] in logs, "the second connection resumed"
+    events = logs[second["port"]]["events"]
+    phases = [(e["old"], e["new"], e["trigger"]) for e in events]
+    assert phases[:2] == [("observing", "reconnaissance", None),
+                          ("reconnaissance", "unvalidated", "congestion_window_limited")], phases
+    retreat = next((e for e in events if e["new"] == "safe_retreat"), None)
+    assert retreat is not None and retreat["old"] in ("unvalidated", "validating"), phases
+    assert retreat["trigger"] in ("packet_loss", "ECN_CE"), phases
+    leave = events[-1]
+    assert (leave["old"], leave["new"], leave["trigger"]) == ("safe_retreat", "normal", "exit_recovery"), phases
+    assert leave["ssthresh"] == max(2, leave["pipesize"] // 2), leave
+    # The stale state is gone: a third connection resumes, if at all, only from what the
+    # second one observed on the slower path afterwards.
+    if third["port"] in logs:
+        assert logs[third["port"]]["events"][0]["saved_congestion_window"] < events[0]["saved_congestion_window"]

@@ -41,3 +41,4 @@ def test_a_log_decodes_to_the_qlog_fields():
         ("observing", "reconnaissance", None), ("reconnaissance", "unvalidated", "congestion_window_limited")]
     assert log["events"][1]["congestion_window"] == 60 and log["events"][1]["pipesize"] == 18
     assert log["events"][1]["first_unvalidated_packet"] == 1_000_001
+

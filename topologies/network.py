@@ -63,6 +63,7 @@ class Network:
         self.delays: list[tuple[str, delay.DelayBackend]] = []
         self.switch_name: str | None = None        # 'ovs' or 'linux-bridge' (capabilities.switch_kind)
         self.queues: list[Queue] = []
+        self.rate_changes: list[dict] = []          # set_rate() during the run, in order
         # Where the path's receive work and the delay line run (links.delay.cpu_plan).
         self.stack_cpus: list[int] = own_cpus()
         self.line_cpu: int | None = None
@@ -221,6 +222,7 @@ class Network:
             "prefix": self.names.prefix if self.names else None,
             "shaper": self.shaper.describe(),
             "queues": [q.as_dict() for q in self.queues],
+            "rate_changes": self.rate_changes,
             "delay_backend": self.delay_backend_name,
             "switch": self.switch_name,
             "one_way_delay_s_per_core": self.profile.one_way_delay_s(self.names.routers - 1),
@@ -272,6 +274,16 @@ class Network:
         """How long a lone frame and its answer (a ping) spend in this path's bottleneck
         queues: every queue of both directions, as its shaper says (Shaper.lone_frame_delay_s)."""
         return sum(self.shaper.lone_frame_delay_s(q, frame_bytes) for q in self.queues) * 1000
+
+    def set_rate(self, direction: str, rate_bps: float) -> None:
+        """Change the bottleneck rate of `direction` now (a path that changed between two
+        connections), buffer and burst kept; recorded in applied()'s `rate_changes`."""
+        if rate_bps <= 0:
+            raise UserError(f"a rate of {rate_bps:g} bit/s: it must be above 0")
+        for q in self.queues:
+            if q.direction == direction:
+                self.shaper.set_rate(self, q, rate_bps)
+        self.rate_changes.append({"direction": direction, "rate_bps": rate_bps, "at_unix_s": time.time()})
 
     def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
         """Sent bytes/packets and drops of each queue of `direction` so far (interface → counters)."""

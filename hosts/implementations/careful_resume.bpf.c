@@ -379,8 +379,10 @@ static __always_inline void cr_observe(struct sock *sk)
 		if (!s)
 			return;
 	}
-	/* an application-limited round does not lower an earlier, higher observation */
-	if (tp->app_limited && acked < s->saved_cwnd)
+	/* A round the application limited (the kernel's app_limited mark, or nothing left to
+	 * send at its end: a transfer's last round) does not lower an earlier, higher
+	 * observation (§4.1). */
+	if ((tp->app_limited || tp->write_seq == tp->snd_nxt) && acked < s->saved_cwnd)
 		return;
 	s->saved_cwnd = acked;
 	s->saved_rtt_us = min_rtt;
@@ -401,8 +403,14 @@ static __always_inline void cr_pkts_acked(struct sock *sk, const struct ack_samp
 	switch (p->phase) {
 	case CR_OBSERVING:
 	case CR_NORMAL:
-		if (state == TCP_CA_Open)
+		if (state == TCP_CA_Open) {
 			cr_observe(sk);
+		} else {
+			/* a round counts only if all of it was without congestion: the deliveries
+			 * of a recovery span several RTTs */
+			p->round_end = tp->snd_nxt;
+			p->round_delivered = tp->delivered;
+		}
 		break;
 	case CR_RECON:
 		if (state == TCP_CA_Open && !tp->lost_out && !tp->retrans_out)

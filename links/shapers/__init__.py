@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from config.plugins import collect
 from links.profiles import LinkProfile
+from machine.errors import UserError
 
 if TYPE_CHECKING:        # the path's names are the network builder's, handed to install()
     from topologies.names import PathNames
@@ -81,6 +82,12 @@ class Shaper(ABC):
     @abstractmethod
     def counters(self, net, queue: Queue) -> dict[str, int]:
         """{'sent_bytes', 'sent_pkts', 'dropped'} of the queue so far (link-layer bytes)."""
+
+    def set_rate(self, net, queue: Queue, rate_bps: float) -> None:
+        """Change the queue's rate during a run (a path that changed between two connections),
+        the buffer and burst kept; a shaper that cannot says why."""
+        raise UserError(f"the {self.name} shaper cannot change its rate during a run; "
+                        f"choose one that can: {', '.join(k for k, c in registry().items() if c.set_rate is not Shaper.set_rate)}")
 
 
 
