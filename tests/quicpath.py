@@ -16,10 +16,11 @@ RTT_MS = 50.0
 LIMIT_BYTES = 208 * 1514
 
 
-def quic_path(missing: Optional[str] = None, limit_bytes: int = LIMIT_BYTES) -> Iterator[QuicNet]:
-    """Yield a built 50 Mbit/s, 50 ms path; skip, saying what is missing, when the binaries
-    or tcpdump are not there, or with `missing`, what else the caller needs and lacks;
-    `limit_bytes` is the bottleneck's queue.
+def quic_path(missing: Optional[str] = None, limit_bytes: int = LIMIT_BYTES, rate_bps: float = RATE_BPS,
+              rtt_ms: float = RTT_MS) -> Iterator[QuicNet]:
+    """Yield a built path (50 Mbit/s, 50 ms unless told); skip, saying what is missing, when
+    the binaries or tcpdump are not there, or with `missing`, what else the caller needs and
+    lacks; `limit_bytes` is the bottleneck's queue.
 
     Timing claims a test makes while the path is up (`net.timing.add(...)`) are settled
     after the teardown, against the host monitor's delay flags (tests/timing.py)."""
@@ -31,7 +32,7 @@ def quic_path(missing: Optional[str] = None, limit_bytes: int = LIMIT_BYTES) -> 
     if missing:
         pytest.skip(missing)
     claims = Deferred()
-    with QuicNet(PathSpec(rate_bps=RATE_BPS, rtt_ms=RTT_MS, limit_bytes=limit_bytes)) as net:
+    with QuicNet(PathSpec(rate_bps=rate_bps, rtt_ms=rtt_ms, limit_bytes=limit_bytes)) as net:
         net.timing = claims
         yield net
     claims.settle(net.host_flags["delay"])

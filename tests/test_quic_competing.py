@@ -116,8 +116,10 @@ def test_gquic_variants_are_the_quic_ones_on_google_quics_sender() -> None:
         args = v.endpoint_args("server", ctx())
         assert args[args.index("--sender") + 1] == "gquic" and "--hystart" not in args
         assert "--datagram-pacing" in args
+    # Careful Resume runs over startlab's CUBIC only (it sets that sender's window).
     assert sorted(n for n in VARIANTS if n.startswith("gquic-")) == \
-        sorted(f"g{n}" for n in VARIANTS if n.startswith("quic-"))
+        sorted(f"g{n}" for n in VARIANTS
+               if n.startswith("quic-") and VARIANTS[n].parts["server"].params["cc"] != "careful-resume")
     args = VARIANTS["quic-cubic-iw32"].endpoint_args("server", ctx())
     assert args[args.index("--sender") + 1] == "rfc9438" and "--hystart" in args
     assert "--datagram-pacing" not in args
@@ -559,3 +561,16 @@ def test_the_flight_is_timed_from_its_first_data_not_from_handshake_done() -> No
           "dport": np.array(cols[4]), "ulen": np.array(cols[5]) + quic_flows.UDP_HEADER, "qlong": np.array(cols[6])}
     f = quic_flows.first_flight(dg, (sv, cl, 4433, 50000), RTT, FULL)
     assert (f["datagrams"], f["segments"]) == (32, 32)
+
+
+def test_careful_resume_over_quic_passes_its_parameters_and_needs_startlab_cubic() -> None:
+    v = VARIANTS["quic-careful-resume"]
+    args = v.endpoint_args("server", ctx())
+    got = {a: args[args.index(a) + 1] for a in ("--cc", "--iw", "--cr-lifetime-s", "--cr-max-jump", "--cr-beta")}
+    assert got == {"--cc": "careful-resume", "--iw": "10", "--cr-lifetime-s": "3600", "--cr-max-jump": "0",
+                   "--cr-beta": "0.5"}
+    assert v.declared("server", EndHostDefaults()).cc == ("careful-resume",)
+    from hosts.implementations.quic import IMPLEMENTATION
+    params = dict(v.parts["server"].params, sender="gquic")
+    with pytest.raises(ValueError, match="rfc9438"):
+        IMPLEMENTATION.endpoint_args("server", params, ctx())

@@ -6,6 +6,8 @@ is made, so an exception, Ctrl-C or SIGTERM at any point leaves nothing behind o
 """
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import time
 from pathlib import Path
@@ -277,13 +279,19 @@ class Network:
 
     def set_rate(self, direction: str, rate_bps: float) -> None:
         """Change the bottleneck rate of `direction` now (a path that changed between two
-        connections), buffer and burst kept; recorded in applied()'s `rate_changes`."""
+        connections), recorded in applied()'s `rate_changes`. The buffer is kept; the burst
+        is sized for the new rate as for a path built at it (a burst sized for the old rate
+        would let that many frames through at line rate after an idle spell)."""
         if rate_bps <= 0:
             raise UserError(f"a rate of {rate_bps:g} bit/s: it must be above 0")
+        changed = dataclasses.replace(self.profile, **{f"{direction}_mbps": rate_bps / 1e6})
+        burst = (self.tuning.tbf_burst_bytes(changed, direction) if self.tuning
+                 else changed.tbf_burst_bytes(direction))
         for q in self.queues:
             if q.direction == direction:
-                self.shaper.set_rate(self, q, rate_bps)
-        self.rate_changes.append({"direction": direction, "rate_bps": rate_bps, "at_unix_s": time.time()})
+                self.shaper.set_rate(self, q, rate_bps, burst)
+        self.rate_changes.append({"direction": direction, "rate_bps": rate_bps, "burst_bytes": burst,
+                                  "at_unix_s": time.time()})
 
     def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
         """Sent bytes/packets and drops of each queue of `direction` so far (interface → counters)."""

@@ -210,22 +210,31 @@ static __always_inline void cr_phase(struct sock *sk, u8 next, u8 trigger)
 	p->phase = next;
 }
 
-/* Careful Resume is over for this connection: the saved parameters are free for another
- * (or deleted, after congestion on unvalidated data), and observing may begin. */
+/* This connection lets go of its saved parameters: it frees them for another connection,
+ * or deletes them (§3.5, after congestion on unvalidated data). One place for both, so a
+ * retreat deletes once and its exit only frees (a later observation may own the entry). */
+static __always_inline void cr_let_go(struct sock *sk, int delete)
+{
+	struct cr_path key = cr_path_of(sk, cr(sk)->generation);
+	struct cr_saved *s;
+
+	if (delete) {
+		bpf_map_delete_elem(&stl_cr_cache, &key);
+		return;
+	}
+	s = bpf_map_lookup_elem(&stl_cr_cache, &key);
+	if (s)
+		s->in_use = 0;
+}
+
+/* Careful Resume is over for this connection: its saved parameters are let go, and
+ * observing may begin. */
 static __always_inline void cr_stop(struct sock *sk, u8 trigger, int delete)
 {
 	struct cr_priv *p = cr(sk);
-	struct cr_path key = cr_path_of(sk, p->generation);
-	struct cr_saved *s;
 
 	sk->sk_pacing_status = SK_PACING_NONE;      /* CUBIC does not pace */
-	if (delete) {
-		bpf_map_delete_elem(&stl_cr_cache, &key);
-	} else {
-		s = bpf_map_lookup_elem(&stl_cr_cache, &key);
-		if (s)
-			s->in_use = 0;
-	}
+	cr_let_go(sk, delete);
 	cr_phase(sk, CR_NORMAL, trigger);
 	p->round_end = tcp(sk)->snd_nxt;
 	p->round_delivered = tcp(sk)->delivered;
@@ -390,6 +399,22 @@ static __always_inline void cr_observe(struct sock *sk)
 	s->observations++;
 }
 
+/* Safe Retreat begins (§3.5): the saved parameters are deleted; the window the retreat
+ * holds, PipeSize/2, is returned (at least 2 segments). */
+static __always_inline u32 cr_retreat(struct sock *sk, u8 trigger)
+{
+	struct tcp_sock *tp = tcp(sk);
+	struct cr_priv *p = cr(sk);
+	u32 half = p->pipesize / 2;
+
+	if (p->phase == CR_UNVALIDATED)
+		p->last_unval = tp->snd_nxt;
+	cr_phase(sk, CR_RETREAT, trigger);
+	cr_let_go(sk, 1);                           /* §3.5: removing saved information */
+	sk->sk_pacing_status = SK_PACING_NONE;
+	return half < 2 ? 2 : half;
+}
+
 static __always_inline void cr_pkts_acked(struct sock *sk, const struct ack_sample *sample, int base)
 {
 	struct tcp_sock *tp = tcp(sk);
@@ -417,6 +442,13 @@ static __always_inline void cr_pkts_acked(struct sock *sk, const struct ack_samp
 			cr_reconnoitre(sk);
 		break;
 	case CR_UNVALIDATED:
+		/* §3.3: a path change, an RTT sample outside the bounds Reconnaissance checked
+		 * (§4.2.1): retreat, outside recovery, so the window is set here. */
+		if (sample->rtt_us > 0 && ((u32)sample->rtt_us <= p->saved_rtt_us / 2 ||
+					   (u32)sample->rtt_us > 10 * p->saved_rtt_us)) {
+			tp->snd_cwnd = cr_retreat(sk, CR_T_PATH_CHANGED);
+			break;
+		}
 		cr_unvalidated_check(sk);
 		break;
 	case CR_VALIDATING:
@@ -432,7 +464,7 @@ static __always_inline void cr_pkts_acked(struct sock *sk, const struct ack_samp
 				beta = cfg->beta_permille;
 			ss = (u64)p->pipesize * beta / 1000;
 			tp->snd_ssthresh = ss < 2 ? 2 : ss;
-			cr_stop(sk, CR_T_EXIT_RECOVERY, 1);
+			cr_stop(sk, CR_T_EXIT_RECOVERY, 0);   /* deleted on entry already */
 		}
 		break;
 	}
@@ -454,28 +486,21 @@ static __always_inline u32 cr_ssthresh(struct sock *sk, int base)
 		break;
 	case CR_UNVALIDATED:
 	case CR_VALIDATING:
-		if (p->phase == CR_UNVALIDATED)
-			p->last_unval = tp->snd_nxt;
-		cr_phase(sk, CR_RETREAT, trigger);
-		{
-			struct cr_path key = cr_path_of(sk, p->generation);
-
-			bpf_map_delete_elem(&stl_cr_cache, &key);   /* §3.5: removing saved information */
-		}
-		sk->sk_pacing_status = SK_PACING_NONE;
-		half = p->pipesize / 2;
-		return half < 2 ? 2 : half;
+		return cr_retreat(sk, trigger);
 	case CR_RETREAT:
-		half = p->pipesize / 2;
+		half = p->pipesize / 2;                     /* §3.5: no more than PipeSize/2 */
 		return half < 2 ? 2 : half;
 	}
 	return base_ssthresh(sk, base);
 }
 
-/* The window does not grow in Safe Retreat; elsewhere CUBIC's rules. */
+/* The window does not grow while the jump is out (it would pass jump_cwnd, which §3.3
+ * bounds by saved_cwnd/2) nor in Safe Retreat (§3.5); elsewhere CUBIC's rules. */
 static __always_inline void cr_cong_avoid(struct sock *sk, u32 ack, u32 acked, int base)
 {
-	if (cr(sk)->phase == CR_RETREAT)
+	u8 phase = cr(sk)->phase;
+
+	if (phase == CR_UNVALIDATED || phase == CR_RETREAT)
 		return;
 	base_cong_avoid(sk, ack, acked, base);
 }
@@ -488,10 +513,10 @@ static __always_inline void cr_set_state(struct sock *sk, u8 new_state, int base
 	base_set_state(sk, new_state, base);
 	if (new_state != TCP_CA_Loss)
 		return;
-	if (p->phase == CR_RECON)
-		cr_stop(sk, CR_T_PACKET_LOSS, 0);
-	else if (p->phase == CR_UNVALIDATED || p->phase == CR_VALIDATING || p->phase == CR_RETREAT)
+	if (p->phase == CR_UNVALIDATED || p->phase == CR_VALIDATING)
 		cr_stop(sk, CR_T_PACKET_LOSS, 1);
+	else if (p->phase == CR_RECON || p->phase == CR_RETREAT)
+		cr_stop(sk, CR_T_PACKET_LOSS, 0);        /* a retreat deleted them on entry */
 }
 
 /* Called before every transmit attempt: the Unvalidated phase ends when the flight reaches
@@ -509,16 +534,10 @@ static __always_inline u32 cr_min_tso_segs(struct sock *sk, int base)
 /* The socket goes: a connection still resuming frees its saved parameters. */
 static __always_inline void cr_release(struct sock *sk, int base)
 {
-	struct cr_priv *p = cr(sk);
-	struct cr_path key;
-	struct cr_saved *s;
+	u8 phase = cr(sk)->phase;
 
-	if (p->phase == CR_OBSERVING || p->phase == CR_NORMAL)
-		return;
-	key = cr_path_of(sk, p->generation);
-	s = bpf_map_lookup_elem(&stl_cr_cache, &key);
-	if (s)
-		s->in_use = 0;
+	if (phase != CR_OBSERVING && phase != CR_NORMAL)
+		cr_let_go(sk, 0);
 }
 
 #define CR_OPS                                                                        \

@@ -25,7 +25,7 @@ from wire.blitzstart import TECHNOLOGIES, hint_kbps
 from wire.quic_report import udp_payload
 
 SERVER_BIN, CLIENT_BIN = "startlab-quic-server", "startlab-quic-client"
-CONTROLLERS = ("cubic-iw32", "blitz")
+CONTROLLERS = ("cubic-iw32", "blitz", "careful-resume")
 # Whose CUBIC runs beneath the start: startlab's RFC 9438 one, or Google QUIC's (hosts/quic/src/gquic.rs).
 SENDERS = ("rfc9438", "gquic")
 IW_DATAGRAMS = 32                     # the server's initial window without a hint
@@ -50,6 +50,16 @@ class Quic(Implementation):
                                         "socket beneath quinn, instead of in quinn's bursts of 10"),
         "hystart": Param(True, "server: HyStart's delay-increase exit from slow start (rfc9438 sender; "
                                "the gquic sender's HybridSlowStart is always on)"),
+        "iw": Param(10, "server, careful-resume: initial window in datagrams (Reconnaissance starts from it)",
+                    low=1, high=100, integer=True),
+        "cr_lifetime_s": Param(3600.0, "server, careful-resume: how long saved parameters may be used",
+                               low=0.001, high=86400.0 * 7),
+        "cr_max_jump": Param(0, "server, careful-resume: the largest jump_cwnd in datagrams (0: saved_cwnd / 2)",
+                             low=0, high=100000, integer=True),
+        "cr_beta": Param(0.5, "server, careful-resume: ssthresh = PipeSize x beta when Safe Retreat ends",
+                         low=0.5, high=1.0),
+        "cr_min_save": Param(4, "server, careful-resume: save observations of at least min_save x IW",
+                             low=0, high=1000, integer=True),
         "factor": Param(0.0, "client: hint as a factor of the profile's true bottleneck rate (0 = no hint)",
                         low=0.0, high=100.0),
         "hint_kbps": Param(0, "client: the hint in kbit/s outright (0 = use factor)", low=0, high=2 ** 32 - 1,
@@ -84,6 +94,12 @@ class Quic(Implementation):
                 if params["pacing"] != "paper":
                     raise ValueError("datagram_pacing paces at the 'paper' rates; it needs pacing: paper")
                 args.append("--datagram-pacing")
+            if params["cc"] == "careful-resume":
+                if params["sender"] != "rfc9438" or params["datagram_pacing"]:
+                    raise ValueError("careful-resume runs over the rfc9438 sender and quinn's pacer")
+                args += ["--iw", str(params["iw"]), "--cr-lifetime-s", f"{params['cr_lifetime_s']:g}",
+                         "--cr-max-jump", str(params["cr_max_jump"]), "--cr-beta", f"{params['cr_beta']:g}",
+                         "--cr-min-save", str(params["cr_min_save"])]
             if params["sender"] == "gquic":
                 if not params["hystart"]:
                     raise ValueError("hystart: false applies to the rfc9438 sender; gquic's HybridSlowStart is quiche's")
@@ -100,6 +116,7 @@ class Quic(Implementation):
             return None
         # Blitzstart sizes its first flight itself (hint × RTT, checked against the window
         # the server reports); the baseline's is its 32 datagrams.
+        # Careful Resume's resumed windows are its own (a first connection starts from `iw`).
         iw = IW_DATAGRAMS if params["cc"] == "cubic-iw32" else None
         return Declared(cc=(controller_name(params["cc"], params["sender"]),), iw=iw, transport="quic")
 

@@ -133,6 +133,15 @@ class QuicNet:
             if time.monotonic() > deadline:
                 raise RuntimeError("no ping through the path within 5 s")
 
+    def set_rate(self, rate_bps: float, limit_bytes: int | None = None) -> None:
+        """Change the bottleneck's rate (and queue) while the path is up: a path that
+        changed between two connections."""
+        if not self.spec.rate_bps or self.ln is None:
+            raise RuntimeError("this path has no bottleneck to change (PathSpec.rate_bps)")
+        limit = limit_bytes or self.spec.limit_bytes or max(208 * FRAME, int(rate_bps * 0.010 / 8))
+        check_cmd(self.ln.core, f"tc qdisc change dev {self.ln.core_a} root tbf rate {int(rate_bps)}bit "
+                                f"burst {tbf_burst_bytes(rate_bps, self.spec.offloads)} limit {limit}")
+
     # -- processes -----------------------------------------------------------------------
 
     def popen(self, node, argv: list[str], **kw) -> subprocess.Popen:

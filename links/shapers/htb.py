@@ -32,8 +32,8 @@ class Htb(Shaper):
         # The root's line: htb counts its classes' sends and the FIFO's drops.
         return tbf_counters(net.host(queue.node).cmd(f"tc -s qdisc show dev {queue.intf}"))
 
-    def set_rate(self, net, queue: Queue, rate_bps: float) -> None:
-        rate, burst = int(round(rate_bps)), queue.settings["burst_bytes"]
+    def set_rate(self, net, queue: Queue, rate_bps: float, burst_bytes: int) -> None:
+        rate, burst = int(round(rate_bps)), burst_bytes
         net.check(net.host(queue.node), f"tc class change dev {queue.intf} parent 1: classid 1:1 htb "
                                         f"rate {rate}bit ceil {rate}bit burst {burst} cburst {burst}")
 

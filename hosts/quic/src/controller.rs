@@ -20,11 +20,13 @@ use std::time::{Duration, Instant};
 use quinn_proto::congestion::{Controller, ControllerFactory, ControllerMetrics};
 use quinn_proto::RttEstimator;
 
+use crate::careful_resume::{Action, CarefulResume, CrParams, PathKey, PathStore, Window};
 use crate::cubic::{Cubic, CubicParams, MAX_WINDOW_BYTES, MIN_WINDOW_SEGMENTS};
 use crate::gquic::GquicCubic;
 use crate::gquic_pacing::{Pacer, PacerParams, Sent};
 use crate::paced_socket::PaceCell;
-use crate::pacing::{self, Pacing};
+use crate::pacing::{self, Pacing, QUINN_RATE_GAIN};
+use crate::report::unix_now;
 use crate::request::Hint;
 use crate::sender::CongestionControl;
 
@@ -126,6 +128,8 @@ pub struct ControllerConfig {
     pub datagram_pacing: Option<PacerParams>,
     /// Start from the hint when the client sends one.
     pub blitz: bool,
+    /// Careful Resume from the server's saved path parameters (rfc9438 sender only).
+    pub careful_resume: Option<CrParams>,
 }
 
 /// quiche's `kInitialRttMs`: the RTT its pacing rate uses before the first sample.
@@ -192,6 +196,9 @@ pub struct StartlabController {
     flight: Option<StartFlight>,
     /// The datagram pacer and where its times go (both or neither).
     pacer: Option<(Pacer, Arc<PaceCell>)>,
+    careful_resume: Option<CarefulResume>,
+    /// Careful Resume was told that the response began.
+    response_told: bool,
 }
 
 impl StartlabController {
@@ -213,6 +220,48 @@ impl StartlabController {
             blitzed: None,
             flight: None,
             pacer: None,
+            careful_resume: None,
+            response_told: false,
+        }
+    }
+
+    /// Resume from (and observe into) `store`'s parameters of the path `key`.
+    pub fn with_careful_resume(mut self, store: Arc<PathStore>, key: PathKey) -> Self {
+        if let Some(params) = self.config.careful_resume {
+            self.careful_resume = Some(CarefulResume::new(params, store, key, self.initial_window, unix_now()));
+        }
+        self
+    }
+
+    pub fn careful_resume(&self) -> Option<&CarefulResume> {
+        self.careful_resume.as_ref()
+    }
+
+    fn cr_window(&self) -> Window {
+        Window { cwnd: self.cwnd(), ssthresh: self.ssthresh(), mss: self.engine.sender().mss(), in_flight: self.in_flight }
+    }
+
+    /// Apply what Careful Resume decided to the CUBIC beneath (only startlab's: checked when
+    /// the server starts).
+    fn apply(&mut self, now: Instant, action: Option<Action>) {
+        let (Some(action), Engine::Rfc9438(cubic)) = (action, &mut self.engine) else {
+            return;
+        };
+        match action {
+            Action::SetCwnd(c) => cubic.set_cwnd(c),
+            Action::Retreat(c) => cubic.retreat(c, now),
+            Action::EndRetreat { ssthresh } => cubic.end_retreat(ssthresh, now),
+        }
+    }
+
+    /// The pacing gain the next datagram sees: Careful Resume's jump over quinn's 0.8 RTT
+    /// (the slowest quinn paces; a jump is cwnd-limited, never app-limited, so the rate
+    /// is the jump per RTT within quinn's floor), else `pacing`'s.
+    fn gain(&self, slow_start: bool) -> f64 {
+        if self.careful_resume.as_ref().is_some_and(|c| c.pacing_jump()) {
+            QUINN_RATE_GAIN
+        } else {
+            self.config.pacing.gain(slow_start)
         }
     }
 
@@ -255,7 +304,7 @@ impl StartlabController {
     pub fn pacing_rate(&self) -> f64 {
         let (cwnd, slow_start) = self.effective();
         let srtt = Some(self.srtt).filter(|d| !d.is_zero()).unwrap_or(INITIAL_RTT);
-        self.config.pacing.gain(slow_start) * cwnd as f64 / srtt.as_secs_f64()
+        self.gain(slow_start) * cwnd as f64 / srtt.as_secs_f64()
     }
 
     pub fn start_flight(&self) -> Option<StartFlight> {
@@ -358,6 +407,12 @@ impl StartlabController {
         self.flight_ended(now, sent, FlightEnd::Ack);
         let prior_in_flight = *self.batch_prior_in_flight.get_or_insert(self.in_flight);
         self.in_flight = self.in_flight.saturating_sub(bytes);
+        if let Some(cr) = self.careful_resume.as_mut() {
+            cr.on_ack(bytes, app_limited);
+            if !cr.may_grow() {
+                return; // the jump, or Safe Retreat: the window does not grow
+            }
+        }
         match &mut self.engine {
             Engine::Rfc9438(c) => c.on_ack(now, sent, bytes, app_limited, self.srtt),
             Engine::GoogleQuic(g) => g.on_ack(now, sent, bytes, prior_in_flight),
@@ -372,6 +427,18 @@ impl Controller for StartlabController {
         let before = self.in_flight;
         self.in_flight = self.in_flight.saturating_add(bytes);
         self.engine.sender_mut().on_sent(last_packet_number);
+        if self.careful_resume.is_some() {
+            let w = self.cr_window();
+            let responding = self.slot.as_ref().is_some_and(|s| s.responding());
+            let (in_flight, srtt) = (self.in_flight, self.srtt);
+            let cr = self.careful_resume.as_mut().unwrap();
+            if responding && !self.response_told {
+                self.response_told = true;
+                cr.on_response(now, w);
+            }
+            let action = cr.on_sent(now, bytes, last_packet_number, in_flight, srtt, w);
+            self.apply(now, action);
+        }
         self.pace(now, bytes, before);
     }
 
@@ -379,20 +446,41 @@ impl Controller for StartlabController {
         self.ack(now, sent, bytes, app_limited, rtt.get());
     }
 
-    fn on_end_acks(&mut self, _now: Instant, in_flight: u64, _app_limited: bool, largest_acked: Option<u64>) {
+    fn on_end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool, largest_acked: Option<u64>) {
         self.in_flight = in_flight;
         self.batch_prior_in_flight = None;
+        let sample = self.batch_min_rtt.take();
         let sender = self.engine.sender_mut();
-        if let Some(rtt) = self.batch_min_rtt.take() {
+        if let Some(rtt) = sample {
             sender.on_rtt_sample(rtt);
         }
         sender.on_end_acks(largest_acked);
+        if self.careful_resume.is_some() {
+            let w = self.cr_window();
+            let (min_rtt, srtt) = (self.min_rtt, self.srtt);
+            let cr = self.careful_resume.as_mut().unwrap();
+            let action =
+                cr.on_end_acks(now, unix_now(), largest_acked, in_flight, app_limited, sample, min_rtt, srtt, w);
+            self.apply(now, action);
+        }
     }
 
     fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64) {
         self.apply_pending();
         self.flight_ended(now, sent, FlightEnd::Loss);
         self.in_flight = self.in_flight.saturating_sub(lost_bytes);
+        if self.careful_resume.is_some() {
+            let w = self.cr_window();
+            let cr = self.careful_resume.as_mut().unwrap();
+            // Unvalidated, Validating and Safe Retreat answer a loss themselves (§3.5); a
+            // persistent congestion ends Careful Resume and is CUBIC's (§3.6).
+            let owned = cr.owns_losses() && !persistent;
+            let action = cr.on_congestion(now, persistent, w);
+            self.apply(now, action);
+            if owned {
+                return;
+            }
+        }
         self.engine.sender_mut().on_congestion_event(now, sent, persistent);
         if let Some((pacer, _)) = self.pacer.as_mut() {
             pacer.on_loss();
@@ -405,7 +493,7 @@ impl Controller for StartlabController {
 
     fn window(&self) -> u64 {
         let (cwnd, slow_start) = self.effective();
-        let gain = self.config.pacing.gain(slow_start);
+        let gain = self.gain(slow_start);
         let (gain, batch) = match self.pacer {
             Some(_) => (gain * pacing::DATAGRAM_PACER_HEADROOM, pacing::DATAGRAM_PACER_BATCH),
             None => (gain, pacing::QUINN_MAX_BATCH_DATAGRAMS),
@@ -441,11 +529,16 @@ pub struct StartlabFactory {
     pub slot: Option<Arc<HintSlot>>,
     /// Where the controller's datagram times go (see `ControllerConfig::datagram_pacing`).
     pub pace: Option<Arc<PaceCell>>,
+    /// The server's saved path parameters and this connection's path (Careful Resume).
+    pub paths: Option<(Arc<PathStore>, PathKey)>,
 }
 
 impl ControllerFactory for StartlabFactory {
     fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        let c = StartlabController::new(self.config.clone(), current_mtu as u64, self.slot.clone());
+        let mut c = StartlabController::new(self.config.clone(), current_mtu as u64, self.slot.clone());
+        if let Some((store, key)) = &self.paths {
+            c = c.with_careful_resume(store.clone(), *key);
+        }
         Box::new(match &self.pace {
             Some(cell) => c.with_pace(cell.clone()),
             None => c,
@@ -470,6 +563,7 @@ mod tests {
             pacing: Pacing::PAPER,
             datagram_pacing: None,
             blitz,
+            careful_resume: None,
         }
     }
 

@@ -198,6 +198,30 @@ impl Cubic {
         self.cwnd = ((next * mss) as u64).clamp(self.cwnd, MAX_WINDOW_BYTES);
     }
 
+    /// Careful Resume sets the window (the jump, the end of the Unvalidated phase);
+    /// ssthresh and the cubic epoch are left as they are.
+    pub fn set_cwnd(&mut self, cwnd: u64) {
+        self.cwnd = cwnd.clamp(self.min_window(), MAX_WINDOW_BYTES);
+    }
+
+    /// Careful Resume's Safe Retreat begins: the window is `cwnd`, and packets sent until
+    /// now belong to the retreat (Careful Resume answers their losses, not CUBIC).
+    pub fn retreat(&mut self, cwnd: u64, now: Instant) {
+        self.set_cwnd(cwnd);
+        self.recovery_start = Some(now);
+        self.reductions += 1;
+        self.epoch_start = None;
+    }
+
+    /// Safe Retreat ends: ssthresh from PipeSize; the retreat's window is the plateau of
+    /// the next epoch, and losses of packets sent until now still belong to the retreat.
+    pub fn end_retreat(&mut self, ssthresh: u64, now: Instant) {
+        self.ssthresh = ssthresh.clamp(self.min_window(), MAX_WINDOW_BYTES);
+        self.w_max = self.cwnd as f64 / self.mss as f64;
+        self.recovery_start = Some(now);
+        self.epoch_start = None;
+    }
+
     /// W_cubic(t) = C (t − K)³ + origin, in segments.
     fn w_cubic(&self, t: f64) -> f64 {
         self.params.c * (t - self.k).powi(3) + self.origin

@@ -8,7 +8,9 @@
 //! hint × the handshake RTT. Pacing follows the paper through the window the controller
 //! reports to quinn's pacer ([`pacing`]).
 
+pub mod careful_resume;
 pub mod controller;
+pub mod cr_qlog;
 pub mod cubic;
 pub mod gquic;
 pub mod gquic_pacing;

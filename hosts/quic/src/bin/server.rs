@@ -19,6 +19,8 @@ use quinn::{
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
+use startlab_quic::careful_resume::{CrParams, PathKey, PathStore, Phase, PhaseUpdate};
+use startlab_quic::cr_qlog;
 use startlab_quic::controller::{ControllerConfig, HintSlot, Sender, StartlabController, StartlabFactory};
 use startlab_quic::cubic::CubicParams;
 use startlab_quic::gquic_pacing::PacerParams;
@@ -46,6 +48,11 @@ enum Cc {
     /// quinn's own CUBIC and pacing, for reference (--iw, default 10).
     #[value(name = "quinn-cubic")]
     QuinnCubic,
+    /// Careful Resume (RFC 9959) over CUBIC from --iw datagrams (default 10): the
+    /// server's connections save their paths' parameters (--cr-state keeps them in a file)
+    /// and resume from them.
+    #[value(name = "careful-resume")]
+    CarefulResume,
 }
 
 impl Cc {
@@ -55,6 +62,7 @@ impl Cc {
             Cc::Blitz => "blitz",
             Cc::Cubic => "cubic",
             Cc::QuinnCubic => "quinn-cubic",
+            Cc::CarefulResume => "careful-resume",
         }
     }
 }
@@ -166,6 +174,22 @@ struct Args {
     /// the connection's `start_unix_s`, and its line names the file. Off by default.
     #[arg(long, value_name = "DIR")]
     qlog_dir: Option<PathBuf>,
+    /// Careful Resume: seconds saved parameters may be used.
+    #[arg(long, default_value_t = 3600.0)]
+    cr_lifetime_s: f64,
+    /// Careful Resume: the largest jump in datagrams (0: no limit but saved_cwnd / 2).
+    #[arg(long, default_value_t = 0)]
+    cr_max_jump: u64,
+    /// Careful Resume: ssthresh = PipeSize × beta when Safe Retreat ends (0.5 … 1).
+    #[arg(long, default_value_t = 0.5)]
+    cr_beta: f64,
+    /// Careful Resume: save an observation only of at least this many × IW.
+    #[arg(long, default_value_t = 4)]
+    cr_min_save: u64,
+    /// Careful Resume: keep the saved parameters in FILE (read at start, written whole
+    /// after every connection), so that they outlive the server.
+    #[arg(long, value_name = "FILE")]
+    cr_state: Option<PathBuf>,
 }
 
 /// What the server's controllers are, shared by all connections.
@@ -177,6 +201,8 @@ enum Controllers {
 
 struct Shared {
     args: Args,
+    /// Careful Resume's saved path parameters, shared by all connections.
+    paths: Option<Arc<PathStore>>,
     controllers: Controllers,
     base: ServerConfig,
     transport: TransportOptions,
@@ -229,6 +255,15 @@ fn validate(args: &Args) -> Result<Controllers, String> {
     if args.sender == Sender::GoogleQuic && args.cc == Cc::QuinnCubic {
         return Err("--sender gquic needs a startlab controller, not --cc quinn-cubic".into());
     }
+    if args.cc == Cc::CarefulResume && (args.sender == Sender::GoogleQuic || args.datagram_pacing) {
+        return Err("--cc careful-resume runs over the rfc9438 sender and quinn's pacer (no --sender gquic, no --datagram-pacing)".into());
+    }
+    if !(0.5..=1.0).contains(&args.cr_beta) {
+        return Err(format!("--cr-beta {} must be in [0.5, 1] (RFC 9959 §2.4)", args.cr_beta));
+    }
+    if !(args.cr_lifetime_s > 0.0) {
+        return Err(format!("--cr-lifetime-s {} must be positive", args.cr_lifetime_s));
+    }
     if !(args.cubic_beta > 0.0 && args.cubic_beta < 1.0) {
         return Err(format!("--cubic-beta {} must be in (0, 1)", args.cubic_beta));
     }
@@ -260,6 +295,12 @@ fn validate(args: &Args) -> Result<Controllers, String> {
             },
             datagram_pacing: args.datagram_pacing.then_some(PacerParams::GOOGLE_QUIC),
             blitz: cc == Cc::Blitz,
+            careful_resume: (cc == Cc::CarefulResume).then(|| CrParams {
+                lifetime: Duration::from_secs_f64(args.cr_lifetime_s),
+                max_jump: args.cr_max_jump * args.udp_payload as u64,
+                beta: args.cr_beta,
+                min_save: args.cr_min_save,
+            }),
         }),
     })
 }
@@ -351,7 +392,12 @@ async fn serve(args: Args, controllers: Controllers) -> Result<(), String> {
     );
 
     let max_connections = args.max_connections;
+    let paths = match args.cc {
+        Cc::CarefulResume => Some(Arc::new(PathStore::open(args.cr_state.as_deref())?)),
+        _ => None,
+    };
     let shared = Arc::new(Shared {
+        paths,
         args,
         controllers,
         base,
@@ -423,10 +469,12 @@ async fn connection(shared: Arc<Shared>, incoming: Incoming) {
     };
     match &shared.controllers {
         Controllers::Startlab(config) => {
+            let local = incoming.local_ip().unwrap_or(shared.args.listen.ip());
             transport.congestion_controller_factory(Arc::new(StartlabFactory {
                 config: config.clone(),
                 slot: Some(slot.clone()),
                 pace: pace.clone(),
+                paths: shared.paths.clone().map(|store| (store, PathKey { local, remote: remote.ip() })),
             }));
         }
         Controllers::Quinn { initial_window } => {
@@ -459,6 +507,9 @@ async fn connection(shared: Arc<Shared>, incoming: Incoming) {
         },
     };
     let paced = shared.paced.as_ref().map(|socket| socket.unregister(remote));
+    if let Some(Err(e)) = shared.paths.as_ref().map(|p| p.save()) {
+        record.lock().unwrap().errors.push(e);
+    }
     let mut line = connection_line(&shared, conn.as_ref(), &close, remote, start, start_unix, &record);
     let obj = line.as_object_mut().unwrap();
     obj.insert("datagram_pacer".into(), json!(paced.map(|p| pacer_json(&p))));
@@ -623,6 +674,9 @@ fn connection_line(
             obj.insert("cc_reductions".into(), json!(c.reductions()));
             obj.insert("hystart_exit".into(), json!(c.hystart_exit()));
             let unix = |t: Instant| start_unix + t.saturating_duration_since(start).as_secs_f64();
+            if let Some(cr) = c.careful_resume() {
+                obj.insert("careful_resume".into(), careful_resume_json(cr.updates(), args, remote, start, start_unix));
+            }
             obj.insert(
                 "start_flight".into(),
                 json!(c.start_flight().map(|f| json!({
@@ -646,6 +700,40 @@ fn connection_line(
         }
     }
     line
+}
+
+/// A connection's Careful Resume phase changes (the state after each, as the qlog draft's
+/// event has it) and, with --qlog-dir, the qlog file of them.
+fn careful_resume_json(updates: &[PhaseUpdate], args: &Args, remote: SocketAddr, start: Instant, start_unix: f64) -> Value {
+    // Flat, as the TCP scheme records them (windows here in bytes, packets QUIC's).
+    let events: Vec<Value> = updates
+        .iter()
+        .map(|u| {
+            json!({
+                "t_unix_s": start_unix + u.at.saturating_duration_since(start).as_secs_f64(),
+                "old": if u.old == Phase::Observing { "observing" } else { u.old.name() },
+                "new": u.new.name(),
+                "trigger": u.trigger.map(|t| t.name()),
+                "congestion_window": u.congestion_window,
+                "ssthresh": u.ssthresh,
+                "pipesize": u.pipesize,
+                "flight_size": u.flight_size,
+                "first_unvalidated_packet": u.first_unvalidated_packet,
+                "last_unvalidated_packet": u.last_unvalidated_packet,
+                "saved_congestion_window": u.saved_congestion_window,
+                "saved_rtt_us": u.saved_rtt.as_micros() as u64,
+            })
+        })
+        .collect();
+    let mut out = json!({"unit": "bytes", "events": events, "qlog": null, "errors": []});
+    if let (Some(dir), false) = (args.qlog_dir.as_deref(), updates.is_empty()) {
+        let path = dir.join(format!("careful-resume-{}_{}-{start_unix:.6}.sqlog", remote.ip(), remote.port()));
+        match cr_qlog::write(&path, updates, start, start_unix, NAME) {
+            Ok(()) => out["qlog"] = json!(path),
+            Err(e) => out["errors"] = json!([format!("cannot write {}: {e}", path.display())]),
+        }
+    }
+    out
 }
 
 /// One qlog file per connection, named by its client and start.
