@@ -410,3 +410,10 @@ def transmissions_lost(before: Packets, mask_before: np.ndarray, after: Packets,
         a = np.ascontiguousarray(np.stack(cols, axis=1))
         return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).ravel()
     return ~np.isin(rows(before, mask_before), rows(after, mask_after))
+
+
+def dip(before_bps: float, during_bps: float) -> dict:
+    """A competing flow's throughput before a flow under test began and while it ran, and
+    the dip: the share of its rate the flow under test took (None without a rate before)."""
+    return {"mbps_before": before_bps / 1e6, "mbps_during": during_bps / 1e6,
+            "dip": 1 - during_bps / before_bps if before_bps > 0 else None}

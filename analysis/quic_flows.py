@@ -44,10 +44,13 @@ def payload(dg: Datagrams) -> np.ndarray:
     return dg["ulen"].astype(np.int64) - UDP_HEADER
 
 
-def from_port(dg: Datagrams, port: int) -> FourTuple | None:
+def from_port(dg: Datagrams, port: int, after: float | None = None) -> FourTuple | None:
     """The 4-tuple sent from `port` that carried the most bytes (a server's flow toward its
-    client), None if no datagram left that port."""
+    client; only datagrams after `after`, unix seconds, when given), None if no datagram
+    left that port."""
     m = dg["sport"] == port
+    if after is not None:
+        m &= dg["ts"] >= after
     if not m.any():
         return None
     cols = np.stack([np.asarray(dg[c][m], dtype=np.int64) for c in ("src", "dst", "sport", "dport")], axis=1)

@@ -56,6 +56,9 @@ class Flow:
     transport: str = "tcp"               # what the sender's variant declares
     observed_by: str = "kernel"          # where observed_cc comes from: 'kernel' (sock_diag) or 'endpoint'
     report: str = ""                     # the endpoint's report file (in the run directory), for QUIC
+    # Where each connection's first slow start ended, as the kernel showed it (socket_watch's
+    # ss_exit: time, cwnd, ssthresh, CA state and retransmissions then; None: never).
+    ss_exits: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -89,6 +92,7 @@ class RunSession:
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "RunSession":
         self._t0 = time.monotonic()
+        self._rates_from = len(getattr(self.net, "rate_changes", []))
         self._delay_before = self.net.delay_snapshot()
         self._drops_before = self.net.queue_drops()
         monitor = getattr(self.net, "monitor", None)
@@ -267,6 +271,7 @@ class RunSession:
             conns = seen.get((flow.sender, flow.server_port), {}).get("connections", [])
             flow.observed_cc = sorted({cc for c in conns for cc in c.get("cc", [])})
             flow.connections_seen = len(conns)
+            flow.ss_exits = [c.get("ss_exit") for c in conns]
 
     # -- counters ----------------------------------------------------------------------------
     def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
@@ -289,6 +294,8 @@ class RunSession:
         attempt("draining the captures", lambda: drain(self._captures))
         stats = [attempt("stopping a capture", c.stop) for c in self._captures]
         attempt("reading the socket watch", self._observed)
+        if hasattr(self.net, "restore_rates"):
+            attempt("restoring the bottleneck's rate", self.net.restore_rates)
         counters: dict[str, dict[str, dict]] = {"router": {}, "server": {}}
         for variant, roles in self._installed:
             contexts = {node.name: self.context(node) for nodes in roles.values() for node in nodes}
@@ -323,5 +330,8 @@ class RunSession:
 
     def record(self) -> dict[str, Any]:
         """What the session knows of the run, for meta.json (after the `with` block)."""
+        # This run's rate changes (Network.set_rate), the restore at its end included.
+        rates = getattr(self.net, "rate_changes", [])[getattr(self, "_rates_from", 0):]
         return {**self._record, "timings": self.timings, "flows": [f.as_dict() for f in self.flows],
+                **({"rate_changes": rates} if rates else {}),
                 **({"before_fetch": self._before_fetch} if self._before_fetch else {})}

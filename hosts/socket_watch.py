@@ -8,7 +8,8 @@ Run inside a host's network namespace while its flows run:
 Every INTERVAL_S it asks the kernel's sock_diag interface (the one `ss -tin` reads) for
 the node's TCP sockets with local port PORT, with their congestion control and tcp_info,
 and on SIGTERM writes one entry per connection seen: the congestion control names, the
-first and largest cwnd sampled, and when it was seen. One netlink dump costs tens of
+first and largest cwnd sampled, where the first slow start ended (the first sample with an
+ssthresh, with the window, the CA state and the retransmissions then), and when it was seen. One netlink dump costs tens of
 microseconds where spawning `ss` would cost milliseconds, so sampling every 10 ms catches
 even a one-RTT flow without taking CPU from the emulation. Standalone: no startlab
 imports, so it runs under any python3 in any namespace.
@@ -39,6 +40,8 @@ REQ = struct.Struct("=BBBBI")                # family, protocol, ext, pad, state
 SOCKID = struct.Struct("!HH16s16sI8s")      # sport, dport, src, dst, if, cookie (ports big endian)
 DIAG_MSG_HEAD = struct.Struct("=BBBB")      # family, state, timer, retrans
 TCPI_SND_CWND, TCPI_SND_SSTHRESH = 80, 76   # byte offsets in struct tcp_info
+TCPI_CA_STATE, TCPI_TOTAL_RETRANS = 1, 100
+INFINITE_SSTHRESH = 0x7FFFFFFF              # the kernel's TCP_INFINITE_SSTHRESH: still in the first slow start
 
 
 def request(seq: int, family: int) -> bytes:
@@ -81,9 +84,11 @@ def parse(data: bytes) -> tuple[list[dict], bool]:
             value = msg[attr + 4: attr + alen]
             if atype == INET_DIAG_CONG:
                 entry["cc"] = value.split(b"\0", 1)[0].decode(errors="replace")
-            elif atype == INET_DIAG_INFO and len(value) >= TCPI_SND_CWND + 4:
+            elif atype == INET_DIAG_INFO and len(value) >= TCPI_TOTAL_RETRANS + 4:
                 entry["cwnd"] = struct.unpack_from("=I", value, TCPI_SND_CWND)[0]
                 entry["ssthresh"] = struct.unpack_from("=I", value, TCPI_SND_SSTHRESH)[0]
+                entry["ca_state"] = value[TCPI_CA_STATE]
+                entry["total_retrans"] = struct.unpack_from("=I", value, TCPI_TOTAL_RETRANS)[0]
             attr += (alen + 3) & ~3
         out.append(entry)
         off += (length + 3) & ~3
@@ -126,6 +131,11 @@ class Watch:
             seen["last_s"] = now
             seen["samples"] += 1
             seen["max_cwnd"] = max(seen["max_cwnd"], e.get("cwnd") or 0)
+            # Where the first slow start ended: the first sample with an ssthresh. Without a
+            # retransmission and in the Open state, a delay signal (HyStart) ended it.
+            if "ss_exit" not in seen and e.get("ssthresh", INFINITE_SSTHRESH) < INFINITE_SSTHRESH:
+                seen["ss_exit"] = {"s": now, "cwnd": e.get("cwnd"), "ssthresh": e["ssthresh"],
+                                   "ca_state": e.get("ca_state"), "total_retrans": e.get("total_retrans")}
 
     def report(self) -> dict:
         return {"port": self.port, "samples": self.samples, "duration_s": round(time.monotonic() - self.t0, 3),

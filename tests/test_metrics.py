@@ -154,10 +154,18 @@ def test_short_flow_figures(competing: tuple[Run, dict]) -> None:
 
 def test_long_flow_and_fairness(competing: tuple[Run, dict]) -> None:
     run, m = competing
-    assert m["long"] == {"bytes": run.long_bytes, "retx_pkts": run.long_retx, "lost_pkts": run.long_lost}
+    long = dict(m["long"])
+    dip = {k: long.pop(k) for k in ("mbps_before", "mbps_during", "dip")}
+    assert long == {"bytes": run.long_bytes, "retx_pkts": run.long_retx, "lost_pkts": run.long_lost}
     expected = (in_window(run.short_arrivals, run.syn_ts, run.end_ts)
                 / in_window(run.long_arrivals, run.syn_ts, run.end_ts))
     assert m["fairness_ratio"] == pytest.approx(expected, rel=1e-12)
+    # The long flow's dip: its rate while the short flow ran against the second before.
+    before = in_window(run.long_arrivals, run.syn_ts - 1.0, run.syn_ts) * 8 / 1.0 / 1e6
+    during = in_window(run.long_arrivals, run.syn_ts, run.end_ts) * 8 / (run.end_ts - run.syn_ts) / 1e6
+    assert dip["mbps_before"] == pytest.approx(before, rel=1e-9)
+    assert dip["mbps_during"] == pytest.approx(during, rel=1e-9)
+    assert dip["dip"] == pytest.approx(1 - during / before, rel=1e-9)
 
 
 def test_throughput_series(competing: tuple[Run, dict]) -> None:

@@ -110,6 +110,8 @@ def test_inline_variant_definition(tmp_path):
     ("repetitions: 2", "repetitions: -2", "11: repetitions: -2 is below the minimum 1"),
     ("repetitions: 2", "repetitions: 2\nbaseline: bbr", "12: baseline: 'bbr' is not one of the scenario's variants"),
     ("repetitions: 2", "repetitons: 2", "11: repetitons: unknown field"),
+    ("  kind: competing", "  kind: competing\n  rate_factor: 0.5",
+     "7: workload.rate_factor: a change between two fetches needs a first fetch: prior_bytes > 0"),
 ])
 def test_bad_scenario_names_file_line_field_and_expectation(tmp_path, old, new, where):
     assert old in GOOD

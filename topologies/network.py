@@ -65,7 +65,7 @@ class Network:
         self.delays: list[tuple[str, delay.DelayBackend]] = []
         self.switch_name: str | None = None        # 'ovs' or 'linux-bridge' (capabilities.switch_kind)
         self.queues: list[Queue] = []
-        self.rate_changes: list[dict] = []          # set_rate() during the run, in order
+        self.rate_changes: list[dict] = []          # set_rate() since the network was built, in order
         # Where the path's receive work and the delay line run (links.delay.cpu_plan).
         self.stack_cpus: list[int] = own_cpus()
         self.line_cpu: int | None = None
@@ -224,7 +224,6 @@ class Network:
             "prefix": self.names.prefix if self.names else None,
             "shaper": self.shaper.describe(),
             "queues": [q.as_dict() for q in self.queues],
-            "rate_changes": self.rate_changes,
             "delay_backend": self.delay_backend_name,
             "switch": self.switch_name,
             "one_way_delay_s_per_core": self.profile.one_way_delay_s(self.names.routers - 1),
@@ -292,6 +291,15 @@ class Network:
                 self.shaper.set_rate(self, q, rate_bps, burst)
         self.rate_changes.append({"direction": direction, "rate_bps": rate_bps, "burst_bytes": burst,
                                   "at_unix_s": time.time()})
+
+    def restore_rates(self) -> None:
+        """Back to the profile's rate in every direction a run changed: the network outlives
+        the run, and the next run on it must get the path its profile declares."""
+        for direction in dict.fromkeys(c["direction"] for c in self.rate_changes):
+            last = [c for c in self.rate_changes if c["direction"] == direction][-1]
+            if last["rate_bps"] != self.profile.rate_bps(direction):
+                self.set_rate(direction, self.profile.rate_bps(direction))
+                self.rate_changes[-1]["restored"] = True
 
     def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:
         """Sent bytes/packets and drops of each queue of `direction` so far (interface → counters)."""

@@ -49,9 +49,13 @@ MAX_SEQ_POINTS = 1500
 
 # ---------------------------------------------------------------- per run, from the captures
 
-def _flow(cap: Capture, port: int) -> tuple[int, int] | None:
-    """(connection, direction from the server) of the largest connection on `port`."""
-    conn = flows.largest(cap.conns, flows.by_server_port(cap.conns, port))
+def _flow(cap: Capture, port: int, after: float | None = None) -> tuple[int, int] | None:
+    """(connection, direction from the server) of the largest connection on `port` (of those
+    whose SYN came after `after`, unix seconds: a fetch that followed an earlier one)."""
+    candidates = flows.by_server_port(cap.conns, port)
+    if after is not None:
+        candidates = candidates[cap.conns["syn_ts"][candidates] >= after]
+    conn = flows.largest(cap.conns, candidates)
     if conn is None:
         return None
     return conn, flows.direction_from_port(cap.conns, conn, port)
@@ -144,7 +148,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
     rtt_s = float(spec["rtt_s"])
 
     short_port = int(spec["short"]["server_port"])
-    short = _flow(client, short_port)
+    short = _flow(client, short_port, spec["short"].get("after_unix_s"))
     if short is None:
         raise UserError(f"{client.path}: no connection to server port {short_port} (the short flow)")
     sc, sd = short
@@ -179,7 +183,9 @@ def run_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
         lc, ld = long
         lb = _at_bottleneck(client, lc, long_port, bneck_in, bneck_out, mss)
         long_out = {"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
-                    "lost_pkts": lb["lost_pkts"]}
+                    "lost_pkts": lb["lost_pkts"],
+                    **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - LEAD_S, syn) * 8 / LEAD_S,
+                          flows.bytes_in_window(client.packets, lc, ld, syn, end) * 8 / max(end - syn, 1e-9))}
         first_flights["long"] = lb["first_flight"]
         long_in_window = flows.bytes_in_window(client.packets, lc, ld, syn, end)
         short_in_window = flows.bytes_in_window(client.packets, sc, sd, syn, end)

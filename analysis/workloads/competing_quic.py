@@ -47,13 +47,17 @@ def client_report(path: Path) -> dict:
     return report
 
 
-def server_connection(path: Path) -> dict:
-    """The server's line of the run's connection: the established one that sent the most."""
+def server_connection(path: Path, after: float | None = None) -> dict:
+    """The server's line of the run's connection: the established one that sent the most
+    (of those that began after `after`, unix seconds: a fetch that followed an earlier one)."""
     conns = established_connections(path)
     if conns is None:
         raise UserError(f"QUIC server report missing: {path}")
+    if after is not None:
+        conns = [c for c in conns if (c.get("start_unix_s") or 0) >= after]
     if not conns:
-        raise UserError(f"{path}: the QUIC server reported no established connection")
+        raise UserError(f"{path}: the QUIC server reported no established connection"
+                        + (" after the first fetch" if after is not None else ""))
     return max(conns, key=lambda c: c.get("sent_bytes") or 0)
 
 
@@ -66,8 +70,8 @@ def inflation(server: dict) -> Optional[float]:
     return sent / (sent - lost)
 
 
-def _flow(caps: dict[str, Capture], port: int, what: str) -> FourTuple:
-    t = quic_flows.from_port(caps["client"].datagrams, port)
+def _flow(caps: dict[str, Capture], port: int, what: str, after: float | None = None) -> FourTuple:
+    t = quic_flows.from_port(caps["client"].datagrams, port, after)
     if t is None:
         raise UserError(f"{caps['client'].path}: no QUIC datagram from server port {port} (the {what} flow)")
     if not quic_flows.tuple_mask(caps["bneck_in"].datagrams, t).any():
@@ -140,10 +144,11 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]
 
     s = spec["short"]
     client = client_report(run_dir / s["client_log"])
-    server = server_connection(run_dir / s["server_log"])
+    after = s.get("after_unix_s")
+    server = server_connection(run_dir / s["server_log"], after)
     if client.get("fct_s") is None:
         raise UserError(f"{run_dir / s['client_log']}: the fetch did not complete (no FCT)")
-    short = _flow(caps, int(s["server_port"]), "short")
+    short = _flow(caps, int(s["server_port"]), "short", after)
     syn = quic_flows.first_time(caps["client"].datagrams, quic_flows.reverse(short))
     if math.isnan(syn):
         raise UserError(f"{caps['client'].path}: the short flow's first client datagram was not captured")
@@ -161,9 +166,11 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]
         lclient = client_report(run_dir / lspec["client_log"])
         lserver = server_connection(run_dir / lspec["server_log"])
         lfig, blocks["long"] = flow_figures(caps, long, lserver, lclient, rtt_s, size)
-        long_out = {"bytes": int(lclient.get("bytes") or 0), **lfig}
         dg = caps["client"].datagrams
         long_in = quic_flows.bytes_in_window(dg, long, syn, end)
+        before = quic_flows.bytes_in_window(dg, long, syn - LEAD_S, syn)
+        long_out = {"bytes": int(lclient.get("bytes") or 0), **lfig,
+                    **flows.dip(before * 8 / LEAD_S, long_in * 8 / max(end - syn, 1e-9))}
         fairness = quic_flows.bytes_in_window(dg, short, syn, end) / long_in if long_in else None
 
     for which, line in (("short", server), ("long", lserver)):

@@ -15,7 +15,10 @@
  *     send than the window allows, it jumps.
  *   Unvalidated (§3.3): PipeSize = flight size, cwnd = jump_cwnd = min(max_jump,
  *     saved_cwnd / 2), paced at jump_cwnd per current RTT (§4.3.2); each ACK adds the
- *     segments it acknowledges to PipeSize. It ends when the flight reaches the window,
+ *     segments it acknowledges to PipeSize, and the window does not grow (it would pass
+ *     jump_cwnd). An RTT sample outside (saved_rtt / 2, 10 x saved_rtt] is a path change:
+ *     Safe Retreat, the window set to PipeSize / 2 at once (no recovery is under way).
+ *     It ends when the flight reaches the window,
  *     when the first unvalidated segment is acknowledged, or after one RTT: then if the
  *     flight is below the IW or at most PipeSize, cwnd = max(PipeSize, IW) and normal
  *     CUBIC (rate_limited), else cwnd = flight size and Validating.

@@ -39,6 +39,9 @@ EVENT_FORMAT = "<QBBBBIIIIIII"           # struct cr_event
 LOG_FORMAT = "<II" + EVENT_FORMAT[1:] * EVENTS
 CONN_FORMAT = "<IIHHI"                   # struct cr_conn
 _generation = itertools.count(1)
+# The generation each install gave its node: the event map outlives a run (it is the
+# network's), so a run reports only its own install's connections.
+_installed: dict[tuple[str, str], int] = {}
 
 
 def config_value(lifetime_s: float, max_jump: int, beta: float, min_save: int) -> bytes:
@@ -84,6 +87,7 @@ class CarefulResume(Implementation):
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "cubic", "iw": params["iw"]}), ctx)
         generation = next(_generation) % 255 + 1
+        _installed[(ctx.instance.prefix, node.name)] = generation
         CCS.update_map(ctx.instance, "stl_cr_config", struct.pack("<I", generation),
                        config_value(params["lifetime_s"], int(params["max_jump"]), params["beta"],
                                     int(params["min_save"])))
@@ -102,7 +106,9 @@ class CarefulResume(Implementation):
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         """The sock_ops counters and every connection's Careful Resume phase changes."""
-        logs = [decode_log(k, v) for k, v in CCS.dump_map(ctx.instance, "stl_cr_events")]
+        mine = _installed.get((ctx.instance.prefix, node.name))
+        logs = [decode_log(k, v) for k, v in CCS.dump_map(ctx.instance, "stl_cr_events")
+                if struct.unpack(CONN_FORMAT, k)[-1] == mine]
         return {**(loader.node_counters(ctx.instance, node) or {}), "careful_resume": logs}
 
 

@@ -128,9 +128,18 @@ class Competing(Workload):
                                   "QUIC endpoints; quic-* variants, long_variant too)", choices=TRANSPORTS),
         "qlog": Param(False, "transport quic: both servers write each connection's qlog into the run's qlog/ "
                              "(cwnd, RTT, pacing rate, every packet: ~2 MB per second of a 50 Mbit/s flow)"),
+        "prior_bytes": Param(0, "> 0: the flow under test first fetches this many bytes from the same server "
+                                "(what a scheme with saved path state observes), alone on the path", low=0,
+                             high=10 ** 10, integer=True),
+        "pause_s": Param(1.0, "… then idles this long before the measured fetch", low=0, high=3600),
+        "rate_factor": Param(1.0, "… and in the pause the bottleneck's rate becomes this share of the profile's "
+                                  "(1: unchanged); with a first fetch the long flow, if any, also arrives in the "
+                                  "pause", low=0.01, high=1.0),
     }
 
     def check(self, params: dict) -> Optional[tuple[str, str]]:
+        if params["rate_factor"] != 1.0 and not params["prior_bytes"]:
+            return "rate_factor", "a change between two fetches needs a first fetch: prior_bytes > 0"
         if params["transport"] == "quic" and params["long_streams"] != 1:
             return "long_streams", "a QUIC long flow is one connection: long_streams must be 1"
         if params["qlog"] and params["transport"] != "quic":
@@ -162,25 +171,39 @@ class Competing(Workload):
         transfer_timeout = 30 + 10 * (size_bytes * 8 / prof.rate_bps("down")) + 50 * prof.rtt_s
         t = session.timings
         apps = apps_for(params["transport"], qlog=params["qlog"])
+        long_flow = params["long_flow"]
 
         session.install_under_test(server=[server], client=[client])
-        if params["long_flow"]:
+        if long_flow:
             session.install(params["long_variant"], server=[long_server], client=[long_client])
         apps.serve_short(session, server, docroot)
-        if params["long_flow"]:
+        if long_flow:
             apps.serve_long(session, long_server)
         session.capture_standard(apps.capture_filter)
         shaper = None
-        if params["long_flow"] and params["long_load"]:
+        if long_flow and params["long_load"]:
             shaper = load_shaper(long_server, n.host_intf(long_server.name), prof, params["long_load"])
         session.flow("short", server, client, apps.short_port, size_bytes, report=apps.report("short"))
-        if params["long_flow"]:
+        if long_flow:
             session.flow("long", long_server, long_client, apps.long_port,
                          paced_by="the offered load's token bucket on its server" if shaper else "",
                          report=apps.report("long"))
         session.ready()
 
-        if params["long_flow"]:
+        if params["prior_bytes"]:
+            t0 = time.monotonic()
+            prior_path = make_object(docroot, params["prior_bytes"])
+            prior_timeout = 30 + 10 * (params["prior_bytes"] * 8 / prof.rate_bps("down")) + 50 * prof.rtt_s
+            apps.fetch(session, client, prior_path, params["prior_bytes"], prior_timeout, prior=True)
+            t["traffic_prior_s"] = time.monotonic() - t0
+            time.sleep(params["pause_s"])
+            if params["rate_factor"] != 1.0:
+                session.net.set_rate("down", prof.rate_bps("down") * params["rate_factor"])
+        offered = offered_rate(session)
+        if params["rate_factor"] != 1.0:
+            changed = prof.rate_bps("down") * params["rate_factor"]
+            offered = lambda t0, t1: changed   # noqa: E731 (the rate from the change on)
+        if long_flow:
             t1 = time.monotonic()
             if shaper:
                 check_cmd(long_server, " ".join(shaper.command()))
@@ -190,20 +213,24 @@ class Competing(Workload):
             if shaper:
                 time.sleep(params["settle_s"])
             else:
-                t["fill_s"] = wait_until_filled(session.host(down.node), down.intf, offered_rate(session),
-                                                prof.rtt_s, params)
+                t["fill_s"] = wait_until_filled(session.host(down.node), down.intf, offered, prof.rtt_s, params)
             if not long_proc.running():
                 raise WorkloadError(f"the long flow ended early: {long_proc.output()[-300:]}")
             t["traffic_long_before_short_s"] = time.monotonic() - t1
         session.before_fetch()
         t2 = time.monotonic()
+        measured_after = time.time()
         queue_before = session.queue_counters("down")
         app = apps.fetch(session, client, url_path, size_bytes, transfer_timeout)
         t["traffic_short_s"] = time.monotonic() - t2
         time.sleep(max(0.2, params["tail_rtts"] * prof.rtt_s))
-        use = link_use(queue_before, session.queue_counters("down"), t2, time.monotonic(), offered_rate(session))
+        use = link_use(queue_before, session.queue_counters("down"), t2, time.monotonic(), offered)
+        spec = competing_spec(apps, size_bytes, long_flow, prof.rtt_s, prof.rate_bps("down"))
+        if params["prior_bytes"]:
+            # The analysis takes the short flow's connection that began after this moment.
+            spec["short"].update(prior_bytes=params["prior_bytes"], after_unix_s=measured_after)
         return WorkloadResult(
-            spec=competing_spec(apps, size_bytes, params["long_flow"], prof.rtt_s, prof.rate_bps("down")),
+            spec=spec,
             app=app,
             extra={"link_use": use, "load_shaper": shaper.as_dict() if shaper else None})
 

@@ -45,7 +45,7 @@ class TcpApps:
         return iperf3_reverse_client(long_client, session.names.server_ip(2), seconds, session.workdir,
                                      session.instance, streams=streams)
 
-    def fetch(self, session, client, url_path: str, size_bytes: int, timeout_s: float) -> dict:
+    def fetch(self, session, client, url_path: str, size_bytes: int, timeout_s: float, prior: bool = False) -> dict:
         n = session.names
         curl = curl_fetch(client, f"http://{n.server_ip(1)}:{HTTP_PORT}{url_path}", session.workdir,
                           session.instance, timeout_s)
@@ -96,10 +96,13 @@ class QuicApps:
                                           session.endpoint_args(long_client, "client"), seconds,
                                           session.workdir, session.instance, self.FILES["long"]["client_log"])
 
-    def fetch(self, session, client, url_path: str, size_bytes: int, timeout_s: float) -> dict:
+    def fetch(self, session, client, url_path: str, size_bytes: int, timeout_s: float, prior: bool = False) -> dict:
+        """The short flow's fetch (`prior`: an earlier one to the same server, whose report
+        goes beside the measured fetch's rather than in its place)."""
+        log = self.FILES["short"]["client_log"]
         report = quic_endpoints.fetch(client, session.names.server_ip(1), self.short_port, size_bytes,
                                       session.endpoint_args(client, "client"), session.workdir, session.instance,
-                                      timeout_s, self.FILES["short"]["client_log"])
+                                      timeout_s, log.replace(".json", "-prior.json") if prior else log)
         if report.get("bytes") != size_bytes or not report.get("complete"):
             raise WorkloadError(f"the QUIC fetch got {report.get('bytes')} of {size_bytes} bytes")
         return {"quic_client": report}

@@ -1,0 +1,62 @@
+"""Root integration: a resume campaign through the real runner (scenarios/careful-resume-
+stale.yaml: a first fetch of 5 MB fills the saved state, the bottleneck's rate is then
+quartered, and a second connection to the same server fetches the object measured).
+
+`run careful-resume-stale.yaml --profiles dsl-fast --sizes 1MB --variants
+cubic-iw10,careful-resume --reps 1`, the sweep's three rate factors. Checked: the metrics
+are the measured (second) connection's, not the first fetch's; each run records its own
+rate change and the restore at its end, and no run inherits another's; Careful Resume's
+second connection resumed from the state the first one saved; and every run's checks passed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from results.schema import ERROR_FILE, FAILED_SUFFIX
+from timing import campaign_flags
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+
+
+def test_a_stale_state_campaign_measures_the_second_connection(tmp_path):
+    out = tmp_path / "campaign"
+    res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run",
+                          str(ROOT / "scenarios" / "careful-resume-stale.yaml"), "--profiles", "dsl-fast",
+                          "--sizes", "1MB", "--variants", "cubic-iw10,careful-resume", "--reps", "1",
+                          "--out", str(out), "--json", "--unfit-host"],
+                         capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=900)
+    per_run, _ = campaign_flags(out)
+    failed = {d.name: (d / ERROR_FILE).read_text() if (d / ERROR_FILE).exists() else "no error.txt"
+              for d in out.glob(f"*{FAILED_SUFFIX}")}
+    assert not {n: e for n, e in failed.items() if not per_run.get(n)}, (failed, res.stdout[-2000:], res.stderr[-3000:])
+    runs = [(p.parent, json.loads(p.read_text()), json.loads((p.parent / "metrics.json").read_text()))
+            for p in out.glob("*/meta.json") if not p.parent.name.endswith(FAILED_SUFFIX)]
+    assert len(runs) == 6, [d.name for d, _, _ in runs]
+    for run_dir, meta, metrics in runs:
+        short = metrics["short"]
+        # The 1 MB object and its HTTP header: the measured fetch, not the first one's 5 MB.
+        assert 1_000_000 <= short["bytes"] < 1_001_000 and short["complete"], (run_dir.name, short)
+        factor = meta["workload_params"]["rate_factor"]
+        rate = meta["profile_params"]["down_mbps"] * 1e6
+        # The run's own rate changes: the cut in the pause, and the profile's rate restored at
+        # its end (the network outlives the run). A run without a cut has none: a cut of an
+        # earlier run on the same network never reaches it.
+        changes = [(c["rate_bps"], c.get("restored", False)) for c in meta.get("rate_changes", [])]
+        assert changes == ([] if factor == 1 else [(rate * factor, False), (rate, True)]), (run_dir.name, changes)
+        if meta["variant"] == "careful-resume":
+            logs = next(iter(meta["server_counters"].values()))["careful_resume"]
+            ports = {int(log["remote"].rsplit(":", 1)[1]) for log in logs}
+            # The measured connection is the one that resumed; the first fetch only observed.
+            assert len(logs) == 1, (run_dir.name, logs)
+            events = logs[0]["events"]
+            assert events[0]["new"] == "reconnaissance" and events[0]["saved_congestion_window"] > 0, events
+            print(run_dir.name, factor, ports, [(e["new"], e["trigger"]) for e in events],
+                  f"fct {short['fct_s']:.3f} s retx {short['retx_pkts']}")
+        else:
+            print(run_dir.name, factor, f"fct {short['fct_s']:.3f} s retx {short['retx_pkts']}")
