@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 from hosts.implementations import careful_resume as cr
+from hosts.implementations.per_install import CONN_FORMAT
 
 SOURCE = (Path(__file__).resolve().parent.parent / "hosts" / "implementations" / "careful_resume.bpf.c").read_text()
 
@@ -29,7 +30,7 @@ def test_config_value_packs_lifetime_jump_beta_and_min_save():
 
 
 def test_a_log_decodes_to_the_qlog_fields():
-    key = struct.pack(cr.CONN_FORMAT, struct.unpack("<I", socket.inet_aton("10.2.0.1"))[0],
+    key = struct.pack(CONN_FORMAT, struct.unpack("<I", socket.inet_aton("10.2.0.1"))[0],
                       struct.unpack("<I", socket.inet_aton("10.1.0.1"))[0], 80, 40000, 3)
     events = [(1_000, 0, 1, 0, 0, 10, 0x7fffffff, 0, 0, 0, 120, 60_000),
               (2_000, 1, 2, 1, 0, 60, 0x7fffffff, 18, 1_000_001, 0, 120, 60_000)]

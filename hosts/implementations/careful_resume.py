@@ -17,13 +17,11 @@ records them beside its other counters.
 """
 from __future__ import annotations
 
-import itertools
-import socket
 import struct
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
-from hosts.implementations.linux_tcp import LinuxTcp
+from hosts.implementations.per_install import PerInstall, connection
 
 CCS = loader.congestion_controls(__file__)
 KIND = "cr_cubic"
@@ -37,11 +35,7 @@ CONFIG_FORMAT = "<QIIII"                 # struct cr_config
 EVENTS = 8                               # STL_CR_EVENTS
 EVENT_FORMAT = "<QBBBBIIIIIII"           # struct cr_event
 LOG_FORMAT = "<II" + EVENT_FORMAT[1:] * EVENTS
-CONN_FORMAT = "<IIHHI"                   # struct cr_conn
-_generation = itertools.count(1)
-# The generation each install gave its node: the event map outlives a run (it is the
-# network's), so a run reports only its own install's connections.
-_installed: dict[tuple[str, str], int] = {}
+SETTINGS = PerInstall(CCS, KIND, CR_MARK_TAG, "stl_cr_config", "stl_cr_events")
 
 
 def config_value(lifetime_s: float, max_jump: int, beta: float, min_save: int) -> bytes:
@@ -50,7 +44,6 @@ def config_value(lifetime_s: float, max_jump: int, beta: float, min_save: int) -
 
 def decode_log(key: bytes, value: bytes) -> dict:
     """One connection's phase changes from the event map (addresses dotted, times in ns)."""
-    saddr, daddr, sport, dport, _ = struct.unpack(CONN_FORMAT, key)
     n, mss = struct.unpack_from("<II", value)
     size = struct.calcsize(EVENT_FORMAT)
     events = []
@@ -61,8 +54,7 @@ def decode_log(key: bytes, value: bytes) -> dict:
                        "congestion_window": cwnd, "ssthresh": ssthresh, "pipesize": pipe,
                        "first_unvalidated_packet": first, "last_unvalidated_packet": last,
                        "saved_congestion_window": saved_cwnd, "saved_rtt_us": saved_rtt})
-    return {"local": f"{socket.inet_ntoa(struct.pack('<I', saddr))}:{sport}",
-            "remote": f"{socket.inet_ntoa(struct.pack('<I', daddr))}:{dport}", "mss": mss, "events": events}
+    return {**connection(key), "mss": mss, "events": events}
 
 
 class CarefulResume(Implementation):
@@ -85,20 +77,12 @@ class CarefulResume(Implementation):
         return [CCS.object, loader.SOCKOPS_OBJECT]
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
-        LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "cubic", "iw": params["iw"]}), ctx)
-        generation = next(_generation) % 255 + 1
-        _installed[(ctx.instance.prefix, node.name)] = generation
-        CCS.update_map(ctx.instance, "stl_cr_config", struct.pack("<I", generation),
-                       config_value(params["lifetime_s"], int(params["max_jump"]), params["beta"],
-                                    int(params["min_save"])))
-        mark = CR_MARK_TAG | generation << 16
-        config = loader.NodeConfig(flags=loader.SERVER_CC, cc=CCS.name(ctx.instance, KIND),
-                                   accept_opts=(loader.SockOpt(socket.SOL_SOCKET, socket.SO_MARK, mark),))
-        loader.set_node(ctx.instance, node, config)
+        SETTINGS.install(node, role, ctx, params["iw"],
+                         config_value(params["lifetime_s"], int(params["max_jump"]), params["beta"],
+                                      int(params["min_save"])))
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
-        loader.clear_node(ctx.instance, node)
-        LinuxTcp().remove(node, role, LinuxTcp().resolve({"cc": "cubic"}), ctx)
+        SETTINGS.remove(node, role, ctx)
 
     def declares(self, role, params, defaults) -> Declared | None:
         # A resumed connection's window is the scheme's; a first connection starts from `iw`.
@@ -106,10 +90,8 @@ class CarefulResume(Implementation):
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         """The sock_ops counters and every connection's Careful Resume phase changes."""
-        mine = _installed.get((ctx.instance.prefix, node.name))
-        logs = [decode_log(k, v) for k, v in CCS.dump_map(ctx.instance, "stl_cr_events")
-                if struct.unpack(CONN_FORMAT, k)[-1] == mine]
-        return {**(loader.node_counters(ctx.instance, node) or {}), "careful_resume": logs}
+        return {**(loader.node_counters(ctx.instance, node) or {}),
+                "careful_resume": SETTINGS.logs(node, ctx, decode_log)}
 
 
 IMPLEMENTATION = CarefulResume()

@@ -13,13 +13,11 @@ run records them beside its other counters.
 """
 from __future__ import annotations
 
-import itertools
-import socket
 import struct
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
-from hosts.implementations.linux_tcp import LinuxTcp
+from hosts.implementations.per_install import PerInstall, connection
 
 CCS = loader.congestion_controls(__file__)
 KIND = "hspp"
@@ -28,12 +26,8 @@ PHASES = ("slow_start", "css", "congestion_avoidance")
 CONFIG_FORMAT = "<8I"                    # struct hspp_config
 EVENTS = 16                              # STL_HSPP_EVENTS
 EVENT_FORMAT = "<QBBBBIIIIIII"           # struct hspp_event
-CONN_FORMAT = "<IIHHI"                   # struct hspp_conn
 INFINITE_SSTHRESH = 0x7FFFFFFF           # the kernel's: ssthresh not set
-_generation = itertools.count(1)
-# The generation each install gave its node: the event map outlives a run (it is the
-# network's), so a run reports only its own install's connections.
-_installed: dict[tuple[str, str], int] = {}
+SETTINGS = PerInstall(CCS, KIND, MARK_TAG, "stl_hspp_config", "stl_hspp_events")
 
 
 def config_value(p: dict) -> bytes:
@@ -43,7 +37,6 @@ def config_value(p: dict) -> bytes:
 
 def decode_log(key: bytes, value: bytes) -> dict:
     """One connection's phase changes from the event map (times in ns, RTTs in µs)."""
-    saddr, daddr, sport, dport, _ = struct.unpack(CONN_FORMAT, key)
     n, mss = struct.unpack_from("<II", value)
     size = struct.calcsize(EVENT_FORMAT)
     events = []
@@ -64,8 +57,7 @@ def decode_log(key: bytes, value: bytes) -> dict:
         if e["new"] == "css":
             baseline = e["css_baseline_min_rtt_us"]
         e["last_css_baseline_us"] = baseline
-    return {"local": f"{socket.inet_ntoa(struct.pack('<I', saddr))}:{sport}",
-            "remote": f"{socket.inet_ntoa(struct.pack('<I', daddr))}:{dport}", "mss": mss, "events": events}
+    return {**connection(key), "mss": mss, "events": events}
 
 
 class HyStartPP(Implementation):
@@ -99,28 +91,18 @@ class HyStartPP(Implementation):
         return [CCS.object, loader.SOCKOPS_OBJECT]
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
-        LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "cubic", "iw": params["iw"]}), ctx)
-        generation = next(_generation) % 255 + 1
-        _installed[(ctx.instance.prefix, node.name)] = generation
-        CCS.update_map(ctx.instance, "stl_hspp_config", struct.pack("<I", generation), config_value(params))
-        mark = MARK_TAG | generation << 16
-        config = loader.NodeConfig(flags=loader.SERVER_CC, cc=CCS.name(ctx.instance, KIND),
-                                   accept_opts=(loader.SockOpt(socket.SOL_SOCKET, socket.SO_MARK, mark),))
-        loader.set_node(ctx.instance, node, config)
+        SETTINGS.install(node, role, ctx, params["iw"], config_value(params))
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
-        loader.clear_node(ctx.instance, node)
-        LinuxTcp().remove(node, role, LinuxTcp().resolve({"cc": "cubic"}), ctx)
+        SETTINGS.remove(node, role, ctx)
 
     def declares(self, role, params, defaults) -> Declared | None:
         return Declared(cc=(KIND,), iw=params["iw"]) if role == "server" else None
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         """The sock_ops counters and every connection's HyStart++ phase changes."""
-        mine = _installed.get((ctx.instance.prefix, node.name))
-        logs = [decode_log(k, v) for k, v in CCS.dump_map(ctx.instance, "stl_hspp_events")
-                if struct.unpack(CONN_FORMAT, k)[-1] == mine]
-        return {**(loader.node_counters(ctx.instance, node) or {}), "hystartpp": logs}
+        return {**(loader.node_counters(ctx.instance, node) or {}),
+                "hystartpp": SETTINGS.logs(node, ctx, decode_log)}
 
 
 IMPLEMENTATION = HyStartPP()
