@@ -160,6 +160,14 @@ class Network:
                 log.warning("stopping the host monitor failed: %s", exc)
             self.monitor = None
         if self.net is not None:
+            # TCP sockets the run left (an orphan still sending its FIN or last data)
+            # would outlive their namespace, holding a scheme's congestion control (its
+            # struct_ops) for minutes: they are destroyed while their namespace is ours.
+            for node in self.net.hosts:
+                try:
+                    node.cmd("ss -K -t -a >/dev/null 2>&1")
+                except Exception as exc:
+                    log.warning("closing the sockets of %s failed: %s", node.name, exc)
             try:
                 self.net.stop()
             except Exception as exc:
