@@ -300,6 +300,11 @@ class Network:
         self.rate_changes.append({"direction": direction, "rate_bps": rate_bps, "burst_bytes": burst,
                                   "at_unix_s": time.time()})
 
+    def rate_bps(self, direction: str) -> float:
+        """The bottleneck's rate in `direction` now: the last set_rate's, else the profile's."""
+        changed = [c["rate_bps"] for c in self.rate_changes if c["direction"] == direction]
+        return changed[-1] if changed else self.profile.rate_bps(direction)
+
     def restore_rates(self) -> None:
         """Back to the profile's rate in every direction a run changed: the network outlives
         the run, and the next run on it must get the path its profile declares."""

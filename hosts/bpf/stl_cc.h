@@ -111,6 +111,14 @@ static __always_inline u32 base_undo_cwnd(struct sock *sk, int base)
 	return tcp_reno_undo_cwnd(sk);
 }
 
+/* CUBIC's HyStart off for this connection: its per-connection "found the exit" flag held
+ * set, so neither detector (ACK train, delay increase) runs. CUBIC clears the flag in its
+ * init and its reset on a timeout: call this after base_init and base_set_state. */
+static __always_inline void cubic_hystart_off(struct sock *sk)
+{
+	STL_CA_PRIV(struct bictcp, sk)->found = 1;
+}
+
 /* Every callback but init as the base algorithm has it: a scheme that only changes how
  * connections start writes STL_CC(kind, base, init, its_init, STL_BASE_OPS). */
 #define STL_BASE_OPS                                                                   \

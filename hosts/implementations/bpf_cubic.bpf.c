@@ -10,21 +10,16 @@
  */
 #include "stl_cc.h"
 
-static __always_inline struct bictcp *cubic_of(struct sock *sk)
-{
-	return STL_CA_PRIV(struct bictcp, sk);
-}
-
 static __always_inline void hsoff_init(struct sock *sk, int base)
 {
 	base_init(sk, base);
-	cubic_of(sk)->found = 1;
+	cubic_hystart_off(sk);
 }
 
 static __always_inline void hsoff_set_state(struct sock *sk, u8 new_state, int base)
 {
 	base_set_state(sk, new_state, base);
-	cubic_of(sk)->found = 1;              /* CUBIC's reset on TCP_CA_Loss clears it */
+	cubic_hystart_off(sk);                /* CUBIC's reset on TCP_CA_Loss clears it */
 }
 
 STL_CC(cubic, STL_CUBIC, init, base_init, STL_BASE_OPS);

@@ -21,7 +21,7 @@ import struct
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
-from hosts.implementations.per_install import PerInstall, connection
+from hosts.implementations.per_install import PerInstall, connection, events
 
 CCS = loader.congestion_controls(__file__)
 KIND = "cr_cubic"
@@ -44,17 +44,14 @@ def config_value(lifetime_s: float, max_jump: int, beta: float, min_save: int) -
 
 def decode_log(key: bytes, value: bytes) -> dict:
     """One connection's phase changes from the event map (addresses dotted, times in ns)."""
-    n, mss = struct.unpack_from("<II", value)
-    size = struct.calcsize(EVENT_FORMAT)
-    events = []
-    for i in range(min(n, EVENTS)):
-        (t, old, new, trig, _, cwnd, ssthresh, pipe, first, last, saved_cwnd,
-         saved_rtt) = struct.unpack_from(EVENT_FORMAT, value, 8 + i * size)
-        events.append({"t_ns": t, "old": PHASES[old], "new": PHASES[new], "trigger": TRIGGERS[trig],
-                       "congestion_window": cwnd, "ssthresh": ssthresh, "pipesize": pipe,
-                       "first_unvalidated_packet": first, "last_unvalidated_packet": last,
-                       "saved_congestion_window": saved_cwnd, "saved_rtt_us": saved_rtt})
-    return {**connection(key), "mss": mss, "events": events}
+    mss, logged = events(value, EVENT_FORMAT, EVENTS)
+    out = []
+    for t, old, new, trig, _, cwnd, ssthresh, pipe, first, last, saved_cwnd, saved_rtt in logged:
+        out.append({"t_ns": t, "old": PHASES[old], "new": PHASES[new], "trigger": TRIGGERS[trig],
+                    "congestion_window": cwnd, "ssthresh": ssthresh, "pipesize": pipe,
+                    "first_unvalidated_packet": first, "last_unvalidated_packet": last,
+                    "saved_congestion_window": saved_cwnd, "saved_rtt_us": saved_rtt})
+    return {**connection(key), "mss": mss, "events": out}
 
 
 class CarefulResume(Implementation):

@@ -164,7 +164,7 @@ static __always_inline void hspp_init(struct sock *sk, int base)
 	u32 mark = sk->sk_mark;
 
 	base_init(sk, base);
-	p->cubic.found = 1;                 /* the kernel's HyStart off: HyStart++ instead */
+	cubic_hystart_off(sk);              /* the kernel's HyStart off: HyStart++ instead */
 	p->phase = HSPP_SS;
 	p->css_rounds = 0;
 	p->in_round = 0;
@@ -269,7 +269,7 @@ static __always_inline void hspp_cong_avoid(struct sock *sk, u32 ack, u32 acked,
 static __always_inline void hspp_set_state(struct sock *sk, u8 new_state, int base)
 {
 	base_set_state(sk, new_state, base);
-	hspp(sk)->cubic.found = 1;
+	cubic_hystart_off(sk);
 }
 
 static __always_inline u32 hspp_ssthresh(struct sock *sk, int base)

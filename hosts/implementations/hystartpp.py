@@ -17,7 +17,7 @@ import struct
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
-from hosts.implementations.per_install import PerInstall, connection
+from hosts.implementations.per_install import PerInstall, connection, events
 
 CCS = loader.congestion_controls(__file__)
 KIND = "hspp"
@@ -37,27 +37,24 @@ def config_value(p: dict) -> bytes:
 
 def decode_log(key: bytes, value: bytes) -> dict:
     """One connection's phase changes from the event map (times in ns, RTTs in µs)."""
-    n, mss = struct.unpack_from("<II", value)
-    size = struct.calcsize(EVENT_FORMAT)
-    events = []
-    for i in range(min(n, EVENTS)):
-        (t, old, new, css_rounds, _, cwnd, ssthresh, rnd, cur, last, base,
-         samples) = struct.unpack_from(EVENT_FORMAT, value, 8 + i * size)
+    mss, logged = events(value, EVENT_FORMAT, EVENTS)
+    out = []
+    for t, old, new, css_rounds, _, cwnd, ssthresh, rnd, cur, last, base, samples in logged:
         none = lambda us: None if us == 0xFFFFFFFF else us   # noqa: E731
         # A change to congestion avoidance is logged before a loss sets ssthresh, after CSS
         # has (ssthresh = cwnd): an unset ssthresh there means a loss ended it. A return to
         # slow start is logged with the baseline cleared: the last one is the entry's.
-        events.append({"t_ns": t, "old": PHASES[old], "new": PHASES[new], "css_rounds": css_rounds,
+        out.append({"t_ns": t, "old": PHASES[old], "new": PHASES[new], "css_rounds": css_rounds,
                        "cwnd": cwnd, "ssthresh": ssthresh, "round": rnd, "current_round_min_rtt_us": none(cur),
                        "last_round_min_rtt_us": none(last), "css_baseline_min_rtt_us": none(base),
                        "rtt_samples": samples,
                        "by_loss": PHASES[new] == "congestion_avoidance" and ssthresh >= INFINITE_SSTHRESH})
     baseline = None
-    for e in events:
+    for e in out:
         if e["new"] == "css":
             baseline = e["css_baseline_min_rtt_us"]
         e["last_css_baseline_us"] = baseline
-    return {**connection(key), "mss": mss, "events": events}
+    return {**connection(key), "mss": mss, "events": out}
 
 
 class HyStartPP(Implementation):

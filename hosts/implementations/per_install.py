@@ -55,3 +55,11 @@ def connection(key: bytes) -> dict:
     saddr, daddr, sport, dport, _ = struct.unpack(CONN_FORMAT, key)
     return {"local": f"{socket.inet_ntoa(struct.pack('<I', saddr))}:{sport}",
             "remote": f"{socket.inet_ntoa(struct.pack('<I', daddr))}:{dport}"}
+
+
+def events(value: bytes, event_format: str, capacity: int) -> tuple[int, list[tuple]]:
+    """An event map value: (the MSS, each logged event's fields). The layout both schemes
+    share: a count and the MSS (two u32), then `capacity` events of `event_format`."""
+    n, mss = struct.unpack_from("<II", value)
+    size = struct.calcsize(event_format)
+    return mss, [struct.unpack_from(event_format, value, 8 + i * size) for i in range(min(n, capacity))]

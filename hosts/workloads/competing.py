@@ -80,11 +80,12 @@ def wait_until_filled(router, intf: str, offered_bps: Callable[[float, float], f
 
 
 def offered_rate(session) -> Callable[[float, float], float]:
-    """The downstream bottleneck's rate between two moments: its trace's on a trace link."""
+    """The downstream bottleneck's rate between two moments: its trace's on a trace link,
+    else the rate the link has now (a run may have changed it, Network.set_rate)."""
     clock = session.trace_clock("down")
     if clock is not None:
         return clock.rate_bps
-    rate = session.profile.rate_bps("down")
+    rate = session.net.rate_bps("down")
     return lambda t0, t1: rate
 
 
@@ -200,9 +201,6 @@ class Competing(Workload):
             if params["rate_factor"] != 1.0:
                 session.net.set_rate("down", prof.rate_bps("down") * params["rate_factor"])
         offered = offered_rate(session)
-        if params["rate_factor"] != 1.0:
-            changed = prof.rate_bps("down") * params["rate_factor"]
-            offered = lambda t0, t1: changed   # noqa: E731 (the rate from the change on)
         if long_flow:
             t1 = time.monotonic()
             if shaper:
