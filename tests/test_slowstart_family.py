@@ -101,3 +101,116 @@ def test_hystartpp_enters_css_on_the_rtt_increase_and_leaves_it_after_css_rounds
     assert 1.5 <= leave["cwnd"] / entry["cwnd"] <= 4.5, (entry["cwnd"], leave["cwnd"])
     # The kernel saw slow start end there, in the Open state, with no retransmission.
     assert got["exit"] and got["exit"]["total_retrans"] == 0 and got["exit"]["ca_state"] == OPEN, got["exit"]
+
+
+def test_rapidstart_triples_while_the_rtt_floor_holds_and_ends_its_first_recovery_at_beta_times_delivered(tmp_path):
+    """draft-kazuho-ccwg-rapid-start-02 on the wire. While the path's queue is empty a round's
+    least RTT stays within min(min_rtt + 4 ms, 1.1 x min_rtt) and every acknowledged segment
+    adds two: the window triples per round. Once the queue builds, growth is slow start's
+    2x. HyStart is off, so a loss ends the rapid phase: the first recovery ends at
+    beta x (pre-loss window - losses), not below pre x beta / 3 (§3.3.1, Appendix A)."""
+    got = exits(tmp_path, ("rapidstart",))["rapidstart"]
+    assert got["cc"][0].endswith("_rs"), got["cc"]
+    logs = got["counters"]["rapidstart"]
+    assert len(logs) == 1, logs
+    events = logs[0]["events"]
+    rounds = [e for e in events if e["event"] == "round"]
+    print([(e["round"], e["cwnd"], e["rtt_floor_us"], e["threshold_us"], e["acked_3x"], e["acked_2x"])
+           for e in rounds])
+    # The early rounds, before the window passes the BDP (~413 segments here): all 3x, each
+    # acknowledged segment adding two. (A round is the ACKs of the last round's flight: the
+    # first round holds the IW's ACKs only, so the second ends at 70 from 30, the third at
+    # 210, three times the last from there.)
+    early = [e for e in rounds if e["cwnd"] < 413]
+    assert len(early) >= 3, rounds
+    for e in early:
+        assert e["rtt_floor_us"] <= e["threshold_us"] and e["acked_2x"] == 0 and e["acked_3x"] > 0, e
+    for a, b in zip(early, early[1:]):
+        assert abs(b["cwnd"] - a["cwnd"] - 2 * b["acked_3x"]) <= 2, (a, b)
+    for a, b in zip(early[1:], early[2:]):
+        assert 2.5 <= b["cwnd"] / a["cwnd"] <= 3.5, (a, b)
+    # A round whose RTT floor rose past the threshold, if any did, grew at 2x.
+    queued = [e for e in rounds if e["rtt_floor_us"] > e["threshold_us"]]
+    assert all(e["acked_2x"] > 0 for e in queued), queued
+    # The first loss, and where its recovery ended: the draft's end point.
+    loss = next(e for e in events if e["event"] == "loss")
+    end = next(e for e in events if e["event"] == "exit")
+    assert end["by_timeout"] == 0 and end["pre_cwnd"] == loss["pre_cwnd"], end
+    pre, lost = end["pre_cwnd"], end["lost"]
+    want = max(int((pre - lost) * 0.7), int(pre * 0.7 / 3), 2)
+    assert abs(end["ssthresh_set"] - want) <= 1 and end["ssthresh"] == end["ssthresh_set"], (end, want)
+    assert 0 < lost < pre, end
+    # The kernel saw slow start end with a loss (Recovery, retransmissions), not on delay.
+    assert got["exit"] and got["exit"]["total_retrans"] > 0, got["exit"]
+
+
+def test_search_exits_when_delivered_falls_short_of_sent_one_rtt_earlier(tmp_path):
+    """draft-chung-ccwg-search (-09's sent/delivered form) on the wire: every check before
+    the exit found the shortfall of delivered bytes (last 3.5 initial RTTs) against the bytes
+    sent over the window one RTT earlier below THRESH (0.26), the exit's at or above it, and
+    the exit set ssthresh = cwnd. On this deep buffer it comes once the window has passed the
+    path's BDP (the delivery rate has stopped growing), before a retransmission. (Measured
+    here: at ~2357 segments, past what the path holds, 413 + 1700, so losses follow; the
+    RTT samples had grown from 100 to ~285 ms by then, and "one RTT earlier" is read with
+    the latest sample: a suspect for the late exit, not a measured cause.)"""
+    res = exits(tmp_path, ("search",))
+    got = res["search"]
+    assert got["cc"][0].endswith("_search"), got["cc"]
+    logs = got["counters"]["search"]
+    assert len(logs) == 1, logs
+    events = logs[0]["events"]
+    checks = [e for e in events if e["event"] == "check"]
+    print([(e["round"], e["cwnd"], e["norm_milli"], e["prev_sent"], e["curr_delv"], e["rtt_us"]) for e in checks])
+    print("kernel", got["exit"])
+    at = next(i for i, e in enumerate(events) if e["event"] == "exit")
+    end = events[at]
+    assert events[at - 1]["event"] == "check" and events[at - 1]["norm_milli"] == end["norm_milli"], events[at - 1]
+    before = [e for e in events[:at - 1] if e["event"] == "check"]
+    assert before and all(e["norm_milli"] < 260 for e in before), before
+    assert end["norm_milli"] >= 260 and end["ssthresh"] == end["cwnd"], end
+    # norm is the logged shortfall's share of prev_sent (bytes), in thousandths
+    for e in (*before, end):
+        assert e["norm_milli"] == max(0, e["prev_sent"] - e["curr_delv"]) * 1000 // e["prev_sent"], e
+    # The kernel saw slow start end there (ssthresh first set to that window).
+    assert got["exit"] and got["exit"]["ssthresh"] == end["cwnd"], (got["exit"], end)
+    timing_check("SEARCH exits after the window passed the BDP (413 segments), before a retransmission", res["flags"],
+                 end["cwnd"] > 413 and got["exit"]["total_retrans"] == 0,
+                 f"exit at cwnd {end['cwnd']}, retransmissions {got['exit']['total_retrans']}")
+
+
+def test_suss_grows_4x_in_its_early_rounds_then_2x(tmp_path):
+    """SUSS on the wire: at each early round's blue tail the ACK train is short against the
+    100 ms minimum RTT, so rounds 2 to 4 (suss_max 3) choose G = 4: the window is raised
+    to what ends the round at four times its start, the extra segments paced; from round 5
+    slow start's 2x, until HyStart's detectors (or SUSS's cap) end it."""
+    res = exits(tmp_path, ("suss",))
+    got = res["suss"]
+    assert got["cc"][0].endswith("_suss"), got["cc"]
+    logs = got["counters"]["suss"]
+    assert len(logs) == 1, logs
+    events = logs[0]["events"]
+    for e in events:
+        print({k: v for k, v in e.items() if k != "t_ns"})
+    starts = {e["round"]: e["cwnd"] for e in events if e["event"] == "round"}
+    tails = [e for e in events if e["event"] == "tail"]
+    # The decision at each tail is the ACK train's length against the minimum RTT: a timing
+    # figure. Here the IW's train is ~2 ms against 100 ms, the next ~4 ms.
+    early = [t["growth"] for t in tails if t["round"] in (2, 3)]
+    timing_check("SUSS grows 4x in rounds 2 and 3 (short ACK trains on a 100 ms path)", res["flags"],
+                 early == [4, 4], f"G in rounds 2, 3: {early}; trains {[t['dt_bat_us'] for t in tails]} µs")
+    for t in tails:
+        start, following = starts[t["round"]], starts.get(t["round"] + 1)
+        if t["growth"] == 4:
+            # the window raised at the tail to four times the round's start; the red ACKs
+            # that follow add nothing, so the next round starts there
+            assert abs(t["limit"] - 4 * start) <= 2 and t["cwnd"] == t["limit"], (start, t)
+            assert following is None or abs(following - t["limit"]) <= 2, (t, following)
+        else:
+            assert t["growth"] in (0, 2) and t["limit"] == 0, t
+            assert following is None or following <= 2 * start + 2, (t, following)   # slow start's 2x
+    assert all(t["round"] < 3 + 2 for t in tails if t["growth"] == 4), tails         # suss_max 3
+    # Slow start ended by HyStart's detectors or SUSS's cap, before any loss, ssthresh = cwnd,
+    # which the kernel saw too.
+    end = next(e for e in events if e["event"] == "exit")
+    assert end["why"] in ("delay", "ack_train", "cap") and end["ssthresh"] == end["cwnd"], end
+    assert got["exit"] and got["exit"]["ssthresh"] == end["cwnd"] and got["exit"]["total_retrans"] == 0, got["exit"]

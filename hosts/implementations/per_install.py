@@ -5,7 +5,8 @@ scheme's tag (tag in the top byte, generation in the next), set by the sock_ops 
 before it hands the socket the congestion control; the settings sit in the object's
 configuration map under that generation; per-connection event maps are keyed with it too.
 The maps outlive a run (they belong to the network's instance), so a run reads only its
-own install's connections. Careful Resume and HyStart++ are built this way.
+own install's connections. Careful Resume, HyStart++ and the schemes of stl_sslog.h (Rapid
+Start, SEARCH, SUSS) are built this way.
 """
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import socket
 import struct
 from typing import Callable
 
+from abc import abstractmethod
+
 from hosts.bpf import loader
-from hosts.implementations.base import InstallContext
+from hosts.implementations.base import Declared, Implementation, InstallContext, Param
+from hosts.implementations.jumpstart import IRW_DEFAULT, RCVBUF_DEFAULT, open_receive_window, restore_receive_window
 from hosts.implementations.linux_tcp import LinuxTcp
 
 CONN_FORMAT = "<IIHHI"                   # the event maps' key: saddr, daddr, sport, dport, generation
@@ -28,15 +32,19 @@ class PerInstall:
         self._next = itertools.count(1)
         self._installed: dict[tuple[str, str], int] = {}
 
-    def install(self, node, role: str, ctx: InstallContext, iw: int, config: bytes) -> None:
-        """CUBIC from `iw` in the namespace, then this install's settings and congestion control."""
-        LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "cubic", "iw": iw}), ctx)
+    def install(self, node, role: str, ctx: InstallContext, iw: int, config: bytes, pacing: bool = False,
+                pacing_ss_ratio: int = 200) -> None:
+        """CUBIC from `iw` in the namespace, then this install's settings and congestion control;
+        with `pacing`, the kernel's internal pacing for every connection (linux-tcp's), at
+        `pacing_ss_ratio` % of cwnd/RTT in slow start."""
+        LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "cubic", "iw": iw,
+                                                           "pacing_ss_ratio": pacing_ss_ratio}), ctx)
         generation = next(self._next) % 255 + 1
         self._installed[(ctx.instance.prefix, node.name)] = generation
         self.ccs.update_map(ctx.instance, self.config_map, struct.pack("<I", generation), config)
         mark = self.tag | generation << 16
         loader.set_node(ctx.instance, node, loader.NodeConfig(
-            flags=loader.SERVER_CC, cc=self.ccs.name(ctx.instance, self.kind),
+            flags=loader.SERVER_CC | (loader.PACE if pacing else 0), cc=self.ccs.name(ctx.instance, self.kind),
             accept_opts=(loader.SockOpt(socket.SOL_SOCKET, socket.SO_MARK, mark),)))
 
     def remove(self, node, role: str, ctx: InstallContext) -> None:
@@ -63,3 +71,76 @@ def events(value: bytes, event_format: str, capacity: int) -> tuple[int, list[tu
     n, mss = struct.unpack_from("<II", value)
     size = struct.calcsize(event_format)
     return mss, [struct.unpack_from(event_format, value, 8 + i * size) for i in range(min(n, capacity))]
+
+
+SS_EVENTS = 48                           # stl_sslog.h STL_SS_EVENTS
+SS_EVENT_FORMAT = "<QIIII4I"             # struct stl_ss_event
+
+
+def slow_start_log(key: bytes, value: bytes, kinds: dict[int, tuple[str, tuple[str, ...]]]) -> dict:
+    """One connection's log of stl_sslog.h: each event named by its code (`kinds`: code →
+    (name, the names of its values)), with its round, window and ssthresh (segments)."""
+    mss, logged = events(value, SS_EVENT_FORMAT, SS_EVENTS)
+    out = []
+    for t, what, rnd, cwnd, ssthresh, *values in logged:
+        name, fields = kinds[what]
+        out.append({"t_ns": t, "event": name, "round": rnd, "cwnd": cwnd, "ssthresh": ssthresh,
+                    **dict(zip(fields, values))})
+    return {**connection(key), "mss": mss, "events": out}
+
+
+# A receiver that does not cap a sender growing faster than 2x a round: a default Linux
+# receiver opens its window about 2x a round (Jump Start's and Blitzstart's clients too).
+RECEIVER_PARAMS = {
+    "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer (tcp_rmem default) in bytes", low=65536,
+                    high=1 << 30),
+    "irw": Param(IRW_DEFAULT, "client: initial receive window in segments (route initrwnd)", low=10, high=100000,
+                 integer=True),
+}
+
+
+class SlowStartScheme(Implementation):
+    """A sender's scheme of stl_sslog.h: a congestion control over the kernel's CUBIC whose
+    settings are per install and whose connections log the scheme's events. The scheme's
+    module names its object, kind, mark tag and events, and packs its settings; a run
+    records each connection's log under the scheme's name. A scheme with the client role
+    (and RECEIVER_PARAMS) opens the receiver's window there."""
+    roles: tuple[str, ...] = ("server",)
+    ccs: loader.CongestionControls
+    kind: str = ""
+    tag: int = 0
+    log_events: dict[int, tuple[str, tuple[str, ...]]] = {}
+
+    def __init__(self) -> None:
+        self.settings = PerInstall(self.ccs, self.kind, self.tag, "stl_ss_config", "stl_ss_events")
+
+    @abstractmethod
+    def config_value(self, params: dict) -> bytes:
+        """The install's settings as the object's configuration struct."""
+
+    def kernel_objects(self, role: str, params: dict) -> list:
+        return [self.ccs.object, loader.SOCKOPS_OBJECT] if role == "server" else []
+
+    def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        if role == "client":
+            open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))
+            return
+        self.settings.install(node, role, ctx, params["iw"], self.config_value(params),
+                              pacing=bool(params.get("pacing")), pacing_ss_ratio=params.get("pacing_ss_ratio", 200))
+
+    def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
+        if role == "client":
+            restore_receive_window(node, ctx)
+            return
+        self.settings.remove(node, role, ctx)
+
+    def declares(self, role, params, defaults) -> Declared | None:
+        return Declared(cc=(self.kind,), iw=params["iw"]) if role == "server" else None
+
+    def decode_log(self, key: bytes, value: bytes) -> dict:
+        return slow_start_log(key, value, self.log_events)
+
+    def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
+        """The sock_ops counters and every connection's log, under the scheme's name."""
+        return {**(loader.node_counters(ctx.instance, node) or {}),
+                self.name: self.settings.logs(node, ctx, self.decode_log)}
