@@ -55,6 +55,18 @@ def exits(tmp: Path, variants: tuple[str, ...], buffer_pkts: int = 1700) -> dict
     return out
 
 
+def scheme_events(tmp: Path, variant: str, kind: str) -> tuple[dict, dict, list[dict]]:
+    """Run `variant` (a scheme of stl_sslog.h, its log under the variant's name) alone:
+    (every variant's exits and the host's flags, its own, its one connection's events),
+    its congestion control `kind` read back from the kernel."""
+    res = exits(tmp, (variant,))
+    got = res[variant]
+    assert got["cc"][0].endswith(f"_{kind}"), got["cc"]
+    logs = got["counters"][variant]
+    assert len(logs) == 1, logs
+    return res, got, logs[0]["events"]
+
+
 def test_the_bpf_base_leaves_slow_start_as_the_kernels_cubic_and_hystart_off_never_on_delay(tmp_path):
     got = exits(tmp_path, ("cubic-iw10", "cubic-bpf", "cubic-hystart-off"))
     kernel, base, off = got["cubic-iw10"]["exit"], got["cubic-bpf"]["exit"], got["cubic-hystart-off"]["exit"]
@@ -109,11 +121,7 @@ def test_rapidstart_triples_while_the_rtt_floor_holds_and_ends_its_first_recover
     adds two: the window triples per round. Once the queue builds, growth is slow start's
     2x. HyStart is off, so a loss ends the rapid phase: the first recovery ends at
     beta x (pre-loss window - losses), not below pre x beta / 3 (§3.3.1, Appendix A)."""
-    got = exits(tmp_path, ("rapidstart",))["rapidstart"]
-    assert got["cc"][0].endswith("_rs"), got["cc"]
-    logs = got["counters"]["rapidstart"]
-    assert len(logs) == 1, logs
-    events = logs[0]["events"]
+    _, got, events = scheme_events(tmp_path, "rapidstart", "rs")
     rounds = [e for e in events if e["event"] == "round"]
     print([(e["round"], e["cwnd"], e["rtt_floor_us"], e["threshold_us"], e["acked_3x"], e["acked_2x"])
            for e in rounds])
@@ -153,12 +161,7 @@ def test_search_exits_when_delivered_falls_short_of_sent_one_rtt_earlier(tmp_pat
     here: at ~2357 segments, past what the path holds, 413 + 1700, so losses follow; the
     RTT samples had grown from 100 to ~285 ms by then, and "one RTT earlier" is read with
     the latest sample: a suspect for the late exit, not a measured cause.)"""
-    res = exits(tmp_path, ("search",))
-    got = res["search"]
-    assert got["cc"][0].endswith("_search"), got["cc"]
-    logs = got["counters"]["search"]
-    assert len(logs) == 1, logs
-    events = logs[0]["events"]
+    res, got, events = scheme_events(tmp_path, "search", "search")
     checks = [e for e in events if e["event"] == "check"]
     print([(e["round"], e["cwnd"], e["norm_milli"], e["prev_sent"], e["curr_delv"], e["rtt_us"]) for e in checks])
     print("kernel", got["exit"])
@@ -183,12 +186,7 @@ def test_suss_grows_4x_in_its_early_rounds_then_2x(tmp_path):
     100 ms minimum RTT, so rounds 2 to 4 (suss_max 3) choose G = 4: the window is raised
     to what ends the round at four times its start, the extra segments paced; from round 5
     slow start's 2x, until HyStart's detectors (or SUSS's cap) end it."""
-    res = exits(tmp_path, ("suss",))
-    got = res["suss"]
-    assert got["cc"][0].endswith("_suss"), got["cc"]
-    logs = got["counters"]["suss"]
-    assert len(logs) == 1, logs
-    events = logs[0]["events"]
+    res, got, events = scheme_events(tmp_path, "suss", "suss")
     for e in events:
         print({k: v for k, v in e.items() if k != "t_ns"})
     starts = {e["round"]: e["cwnd"] for e in events if e["event"] == "round"}

@@ -119,6 +119,14 @@ static __always_inline void cubic_hystart_off(struct sock *sk)
 	STL_CA_PRIV(struct bictcp, sk)->found = 1;
 }
 
+/* CUBIC's state changes with its HyStart held off: its reset on a timeout clears the flag.
+ * The set_state of every scheme that replaces HyStart's exits. */
+static __always_inline void hsoff_set_state(struct sock *sk, u8 new_state, int base)
+{
+	base_set_state(sk, new_state, base);
+	cubic_hystart_off(sk);
+}
+
 /* Every callback but init as the base algorithm has it: a scheme that only changes how
  * connections start writes STL_CC(kind, base, init, its_init, STL_BASE_OPS). */
 #define STL_BASE_OPS                                                                   \

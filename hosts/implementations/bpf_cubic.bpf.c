@@ -16,12 +16,6 @@ static __always_inline void hsoff_init(struct sock *sk, int base)
 	cubic_hystart_off(sk);
 }
 
-static __always_inline void hsoff_set_state(struct sock *sk, u8 new_state, int base)
-{
-	base_set_state(sk, new_state, base);
-	cubic_hystart_off(sk);                /* CUBIC's reset on TCP_CA_Loss clears it */
-}
-
 STL_CC(cubic, STL_CUBIC, init, base_init, STL_BASE_OPS);
 
 #define HSOFF_OPS                                                                      \

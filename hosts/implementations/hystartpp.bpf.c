@@ -265,13 +265,6 @@ static __always_inline void hspp_cong_avoid(struct sock *sk, u32 ack, u32 acked,
 	tp->snd_cwnd = cwnd < tp->snd_cwnd_clamp ? cwnd : tp->snd_cwnd_clamp;
 }
 
-/* A loss or timeout: CUBIC's response, its reset leaving the kernel's HyStart off. */
-static __always_inline void hspp_set_state(struct sock *sk, u8 new_state, int base)
-{
-	base_set_state(sk, new_state, base);
-	cubic_hystart_off(sk);
-}
-
 static __always_inline u32 hspp_ssthresh(struct sock *sk, int base)
 {
 	struct hspp_priv *p = hspp(sk);
@@ -283,7 +276,7 @@ static __always_inline u32 hspp_ssthresh(struct sock *sk, int base)
 
 #define HSPP_OPS                                                                       \
 	init, hspp_init, ssthresh, hspp_ssthresh, cong_avoid, hspp_cong_avoid,        \
-	set_state, hspp_set_state, cwnd_event, base_cwnd_event, pkts_acked, hspp_pkts_acked, \
+	set_state, hsoff_set_state, cwnd_event, base_cwnd_event, pkts_acked, hspp_pkts_acked, \
 	undo_cwnd, base_undo_cwnd
 
 STL_CC(hspp, STL_CUBIC, HSPP_OPS);

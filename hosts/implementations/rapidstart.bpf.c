@@ -221,8 +221,7 @@ static __always_inline void rs_set_state(struct sock *sk, u8 new_state, int base
 			   new_state == TCP_CA_Loss);
 		p->phase = RS_DONE;
 	}
-	base_set_state(sk, new_state, base);
-	cubic_hystart_off(sk);
+	hsoff_set_state(sk, new_state, base);
 }
 
 #define RS_OPS                                                                         \

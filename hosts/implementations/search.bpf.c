@@ -183,15 +183,9 @@ static __always_inline void search_pkts_acked(struct sock *sk, const struct ack_
 		search_bin(sk, b, (u32)sample->rtt_us, cfg);
 }
 
-static __always_inline void search_set_state(struct sock *sk, u8 new_state, int base)
-{
-	base_set_state(sk, new_state, base);
-	cubic_hystart_off(sk);
-}
-
 #define SEARCH_OPS                                                                     \
 	init, search_init, ssthresh, base_ssthresh, cong_avoid, base_cong_avoid,      \
-	set_state, search_set_state, cwnd_event, base_cwnd_event, pkts_acked, search_pkts_acked, \
+	set_state, hsoff_set_state, cwnd_event, base_cwnd_event, pkts_acked, search_pkts_acked, \
 	undo_cwnd, base_undo_cwnd
 
 STL_CC(search, STL_CUBIC, SEARCH_OPS);

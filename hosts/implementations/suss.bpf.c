@@ -345,15 +345,9 @@ static __always_inline u32 suss_ssthresh(struct sock *sk, int base)
 	return base_ssthresh(sk, base);
 }
 
-static __always_inline void suss_set_state(struct sock *sk, u8 new_state, int base)
-{
-	base_set_state(sk, new_state, base);
-	cubic_hystart_off(sk);
-}
-
 #define SUSS_OPS                                                                       \
 	init, suss_init, ssthresh, suss_ssthresh, cong_avoid, suss_cong_avoid,        \
-	set_state, suss_set_state, cwnd_event, base_cwnd_event, pkts_acked, suss_pkts_acked, \
+	set_state, hsoff_set_state, cwnd_event, base_cwnd_event, pkts_acked, suss_pkts_acked, \
 	undo_cwnd, base_undo_cwnd
 
 STL_CC(suss, STL_CUBIC, SUSS_OPS);
