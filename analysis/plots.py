@@ -33,7 +33,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from analysis import stats
+from analysis import scheme_events, stats
 from analysis.transfer_model import relative_improvement
 from config.sizes import size_label
 from results.campaign import RunRecord
@@ -227,8 +227,21 @@ def throughput_figure(profile: str, size: int, runs: list[RunRecord], variants: 
             _no_data(ax, "no throughput series")
         ax.axhline(run.rate_bps / 1e6, color="#999999", lw=0.8, ls=":", label="bottleneck rate")
         _median_run_panel(ax, profile, size, run, colours[variant], "throughput (Mbit/s)", "upper right")
+        _scheme_timeline(ax, run, colours[variant])
     axes[-1].set_xlabel("time since the short flow's SYN (s)")
     return fig
+
+
+def _scheme_timeline(ax: Axes, run: RunRecord, colour: str, most: int = 12) -> None:
+    """The scheme's own decisions for the short flow (its phases, exits, round choices), as
+    logged by its server part, marked where they fell: the timeline beside the throughput."""
+    short = run.metrics.get("short") or {}
+    if short.get("syn_ts") is None or short.get("end_ts") is None:
+        return
+    for t, text in scheme_events.connection_events(run.meta, short["syn_ts"], short["end_ts"])[:most]:
+        ax.axvline(t, color=colour, lw=0.7, ls=":", alpha=0.8)
+        ax.annotate(text, (t, 0.98), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
+                    va="top", ha="right", color=colour)
 
 
 def _median_run_panel(ax: Axes, profile: str, size: int, run: RunRecord, colour: str, ylabel: str,

@@ -320,6 +320,9 @@ class RunSession:
             "server_counters": counters["server"],
             "queue_drops": {k: drops_after[k] - self._drops_before.get(k, 0) for k in drops_after},
             "emulator": [delay.interval_figures(b, a) for b, a in zip(self._delay_before, delay_after)],
+            # read together: maps the schemes' event times (BPF's ktime, CLOCK_MONOTONIC)
+            # onto the captures' (the wall clock)
+            "clock": {"monotonic_s": time.monotonic(), "realtime_s": time.time()},
         }
         monitor = host.interval(self._host_before, host_after) if host_after else None
         by_kind = {"delay": delay_flags(monitor, self._record["emulator"]),

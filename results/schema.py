@@ -62,6 +62,8 @@ META_FIELDS = {
     "server_counters": "counters the variant's server parts kept (Quick-Start: requests and echoes, after idle too)",
     "queue_drops": "drops of each bottleneck queue over the run",
     "emulator": "the delay element's figures over the run (frames, drops, lateness)",
+    "clock": "CLOCK_MONOTONIC and the wall clock read together (s): where a scheme's logged events (BPF's "
+             "ktime) fall on the captures' time axis",
     "host_check": "calibration and verdict, host monitor over the run, flags",
     "timings": "setup, traffic, stop and analysis times (s)", "flows": "declared and observed flows",
     "before_fetch": "what a variant's parts set as the fetch started, per node (a hint read from the trace)",

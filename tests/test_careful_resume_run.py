@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from analysis.scheme_events import connection_events
 from conftest import ROOT
 from results.schema import ERROR_FILE, FAILED_SUFFIX
 from timing import campaign_flags
@@ -56,6 +57,12 @@ def test_a_stale_state_campaign_measures_the_second_connection(tmp_path):
             assert len(logs) == 1, (run_dir.name, logs)
             events = logs[0]["events"]
             assert events[0]["new"] == "reconnaissance" and events[0]["saved_congestion_window"] > 0, events
+            # On the captures' clock (the report's timeline): the phases begin when the
+            # server's socket is established, about 1.5 RTTs after the client's SYN (the
+            # clock pair maps them; a wrong mapping is seconds off).
+            on_axis = connection_events(meta, short["syn_ts"], short["end_ts"])
+            rtt = meta["profile_params"]["rtt_ms"] / 1000
+            assert on_axis and on_axis[0][1] == "reconnaissance" and 0.5 * rtt <= on_axis[0][0] <= 3 * rtt, on_axis
             print(run_dir.name, factor, ports, [(e["new"], e["trigger"]) for e in events],
                   f"fct {short['fct_s']:.3f} s retx {short['retx_pkts']}")
         else:
