@@ -46,6 +46,9 @@
 #define STL_SUSS_MARK_TAG 0x55000000u /* "U" */
 #define SO_MAX_PACING_RATE 47
 #define SOL_SOCKET 1
+/* Rounds past this leave SUSS (its blue segments, IW x 2^(r-1), no longer fit 32 bits of
+ * sequence space); SUSS accelerates in rounds 2 to suss_max + 1 anyway. */
+#define SUSS_MAX_ROUND 16
 #define HYSTART_LOW_WINDOW 16
 #define HYSTART_MIN_SAMPLES 8
 #define HYSTART_ACK_DELTA_US 2000
@@ -187,7 +190,7 @@ static __always_inline void suss_round(struct sock *sk)
 	p->samples = 0;
 	p->round_min_us = STL_SS_NO_RTT;
 	if (suss_on(p))
-		p->state = SUSS_BLUE;
+		p->state = p->round <= SUSS_MAX_ROUND ? SUSS_BLUE : SUSS_OFF;
 	stl_ss_log(sk, p->generation, SUSS_ROUND, p->round, p->jumps, p->grow4, p->state, 0);
 }
 

@@ -43,7 +43,7 @@ class Suss(SlowStartScheme):
         "iw": Param(10, "initial window (segments); the rounds' blue segments count from it", low=1, high=100,
                     integer=True),
         "suss_max": Param(3, "rounds that may grow 4x: round r < suss_max + 2 (the patch's 3: rounds 2-4)",
-                          low=0, high=20, integer=True),
+                          low=0, high=14, integer=True),
         "min_rtt_ms": Param(10.0, "SUSS only where the minimum RTT exceeds this", low=0.0, high=10000.0),
         **RECEIVER_PARAMS,
     }
