@@ -44,12 +44,19 @@ def deep_path():
     yield from quic_path(limit_bytes=DEEP_BUFFER_FRAMES * FRAME)
 
 
-def run(net: QuicNet, name: str, size: str) -> tuple[dict, list[dict], list[dict], list[Datagram]]:
+@pytest.fixture
+def deeper_path():
+    """20 BDP: room for CSS's five rounds after spurious entries (on 4 BDP a loss came first)."""
+    yield from quic_path(limit_bytes=5 * DEEP_BUFFER_FRAMES * FRAME)
+
+
+def run(net: QuicNet, name: str, size: str, server_args: list[str] = GQUIC
+        ) -> tuple[dict, list[dict], list[dict], list[Datagram]]:
     """One fetch with the qlog on: the server's line, the sender's recovery states and lost
     packets (unix seconds in `time_s`, `sent_s`), and the server's 1-RTT datagrams."""
     qlog_dir = net.workdir / f"{name}-qlog"
     qlog_dir.mkdir()
-    result, line, datagrams = fetch_captured(net, name, [*GQUIC, "--qlog-dir", str(qlog_dir)], [], size)
+    result, line, datagrams = fetch_captured(net, name, [*server_args, "--qlog-dir", str(qlog_dir)], [], size)
     assert result["ok"] and line["qlog"], line
     _, events = qlog.read(line["qlog"])
     unix = lambda ms: line["start_unix_s"] + ms / 1e3
@@ -144,3 +151,52 @@ def test_hybrid_slow_start_exits_on_the_queue_delay_before_any_loss(deep_path):
     # slow start would overflow the BDP and the buffer.
     claim("the exit between BDP/2 and BDP + buffer", BDP_FRAMES / 2 <= cwnd <= BDP_FRAMES + DEEP_BUFFER_FRAMES,
           f"cwnd {cwnd:.0f} datagrams, BDP {BDP_FRAMES:.0f}, buffer {DEEP_BUFFER_FRAMES}")
+
+
+def test_hystartpp_goes_on_conservatively_after_the_delay_increase(deeper_path):
+    """startlab's RFC 9438 sender with RFC 9406 whole (--hystart-pp): the delay increase that
+    ends HyStart's slow start starts Conservative Slow Start instead, which grows a quarter
+    as fast for 5 rounds (~1.25^5 = 3 x) before congestion avoidance. Against the same
+    sender with HyStart alone, on the same deep buffer: CSS entered, slow start left by
+    CSS's end (ssthresh = cwnd), at a larger window. (On a 4-BDP buffer, measured: three
+    entries, two undone by a lower RTT, and a loss at 905 datagrams before CSS could end.)"""
+    rfc9438 = ["--cc", "cubic-iw32", "--sender", "rfc9438"]
+    plain, plain_states, _, _ = run(deeper_path, "hystart", "20MB", rfc9438)
+    line, states, lost, _ = run(deeper_path, "hystartpp", "20MB", [*rfc9438, "--hystart-pp"])
+    print("lines", json.dumps({k: (plain.get(k), line.get(k)) for k in ("css_entries", "hystart_exit", "cc_reductions",
+                                                                           "cwnd_end_bytes", "ssthresh_end_bytes")}))
+    assert plain["css_entries"] == 0 and line["css_entries"] >= 1, (plain["css_entries"], line["css_entries"])
+    assert line["hystart_exit"], "CSS did not end slow start"
+    exit_state = next(s for s in states if s.get("ssthresh") is not None)
+    plain_exit = next(s for s in plain_states if s.get("ssthresh") is not None)
+    assert exit_state["ssthresh"] == exit_state["congestion_window"], exit_state
+    cwnd, plain_cwnd = exit_state["congestion_window"] / DATAGRAM, plain_exit["congestion_window"] / DATAGRAM
+    first_lost = min((p["sent_s"] for p in lost), default=None)
+    print("exits", json.dumps({"hystart": plain_cwnd, "hystartpp": cwnd, "css_entries": line["css_entries"],
+                               "bdp": BDP_FRAMES, "buffer": DEEP_BUFFER_FRAMES}))
+    claim = deeper_path.timing.add
+    claim("HyStart++ leaves slow start at a larger window than HyStart (CSS grows on)", cwnd > plain_cwnd,
+          f"{cwnd:.0f} against {plain_cwnd:.0f} datagrams")
+    claim("no packet lost that was sent before the exit", first_lost is None or first_lost > exit_state["time_s"],
+          f"exit at {exit_state['time_s']:.4f}, first lost packet sent at {first_lost}")
+
+
+def test_rapid_start_triples_then_ends_its_first_recovery_at_beta_times_delivered(path):
+    """startlab's RFC 9438 sender with Rapid Start (draft-kazuho-ccwg-rapid-start-02): slow
+    start grows 3x while the RTT floor holds (two bytes per byte acknowledged) and only a loss
+    ends it; its first recovery takes the window to silence x the window at once, then
+    ack x every byte acknowledged and loss x every byte declared lost, not below pre x β / 3,
+    ending at β x (pre - lost) when every byte of the flight is acknowledged or lost."""
+    line, states, _, _ = run(path, "rapid", "10MB", ["--cc", "cubic-iw32", "--sender", "rfc9438", "--rapid-start"])
+    r = line["rapid_start"]
+    print("rapid start", json.dumps(r))
+    assert r["acked_3x_bytes"] > 0 and r["pre_cwnd_bytes"] > 0 and r["end_cwnd_bytes"], r
+    assert not line["hystart_exit"], "Rapid Start leaves slow start only on a loss"
+    beta, k = 0.7, 2 / 3
+    silence, ack = beta + k * (1 - beta), k * (1 - beta)
+    pre = r["pre_cwnd_bytes"]
+    want = max(pre * silence - ack * r["recovery_acked_bytes"] - silence * r["recovery_lost_bytes"], pre * beta / 3)
+    assert abs(r["end_cwnd_bytes"] - want) <= 2 * DATAGRAM, (r, want)
+    # The sender's own record agrees: the first state with ssthresh is the loss's.
+    first = next(s for s in states if s.get("ssthresh") is not None)
+    assert first["congestion_window"] <= pre, (first, pre)

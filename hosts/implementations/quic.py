@@ -50,6 +50,11 @@ class Quic(Implementation):
                                         "socket beneath quinn, instead of in quinn's bursts of 10"),
         "hystart": Param(True, "server: HyStart's delay-increase exit from slow start (rfc9438 sender; "
                                "the gquic sender's HybridSlowStart is always on)"),
+        "hystartpp": Param(False, "server: with hystart, RFC 9406's HyStart++: Conservative Slow Start on the "
+                                  "increase (5 rounds a quarter as fast, undone when the RTT falls) before leaving"),
+        "rapid_start": Param(False, "server: Rapid Start (draft-kazuho-ccwg-rapid-start-02) for the initial slow "
+                                    "start: 3x a round while the RTT floor holds, the first recovery ending at "
+                                    "beta x what was delivered (rfc9438 sender)"),
         "iw": Param(10, "server, careful-resume: initial window in datagrams (Reconnaissance starts from it)",
                     low=1, high=100, integer=True),
         "cr_lifetime_s": Param(3600.0, "server, careful-resume: how long saved parameters may be used",
@@ -101,10 +106,16 @@ class Quic(Implementation):
                          "--cr-max-jump", str(params["cr_max_jump"]), "--cr-beta", f"{params['cr_beta']:g}",
                          "--cr-min-save", str(params["cr_min_save"])]
             if params["sender"] == "gquic":
-                if not params["hystart"]:
-                    raise ValueError("hystart: false applies to the rfc9438 sender; gquic's HybridSlowStart is quiche's")
+                if not params["hystart"] or params["hystartpp"] or params["rapid_start"]:
+                    raise ValueError("hystart, hystartpp and rapid_start apply to the rfc9438 sender; gquic's "
+                                     "HybridSlowStart is quiche's")
                 return args
-            return args + ["--hystart", "on" if params["hystart"] else "off"]
+            if params["hystartpp"] and not params["hystart"]:
+                raise ValueError("hystartpp is HyStart's: it needs hystart: true")
+            if params["rapid_start"] and (params["hystartpp"] or params["cc"] == "careful-resume"):
+                raise ValueError("rapid_start is the initial slow start itself: not with hystartpp or careful-resume")
+            return args + ["--hystart", "on" if params["hystart"] else "off"] + \
+                (["--hystart-pp"] if params["hystartpp"] else []) + (["--rapid-start"] if params["rapid_start"] else [])
         kbps = client_hint_kbps(params, ctx.rate_bps)
         if kbps is None:
             return args

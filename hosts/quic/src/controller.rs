@@ -28,7 +28,7 @@ use crate::paced_socket::PaceCell;
 use crate::pacing::{self, Pacing, QUINN_RATE_GAIN};
 use crate::report::unix_now;
 use crate::request::Hint;
-use crate::sender::CongestionControl;
+use crate::sender::{CongestionControl, RapidRecord};
 
 /// What the application tells a connection's controller: the client's Blitzstart hint, and
 /// that the response has begun (the start flight, see [`StartFlight`], begins with the
@@ -387,6 +387,14 @@ impl StartlabController {
         self.engine.sender().hystart_exit()
     }
 
+    pub fn css_entries(&self) -> u64 {
+        self.engine.sender().css_entries()
+    }
+
+    pub fn rapid_start(&self) -> Option<RapidRecord> {
+        self.engine.sender().rapid_start()
+    }
+
     pub fn reductions(&self) -> u64 {
         self.engine.sender().reductions()
     }
@@ -482,6 +490,7 @@ impl Controller for StartlabController {
             }
         }
         self.engine.sender_mut().on_congestion_event(now, sent, persistent);
+        self.engine.sender_mut().on_lost_bytes(lost_bytes);
         if let Some((pacer, _)) = self.pacer.as_mut() {
             pacer.on_loss();
         }

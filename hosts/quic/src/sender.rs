@@ -5,6 +5,19 @@
 
 use std::time::{Duration, Instant};
 
+/// What Rapid Start did in a connection (bytes): how much of slow start grew 3x and 2x,
+/// and its first recovery: the window at the loss, the bytes acknowledged (of packets
+/// sent before it) and declared lost during it, and the window it ended at.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RapidRecord {
+    pub acked_3x: u64,
+    pub acked_2x: u64,
+    pub pre_cwnd: u64,
+    pub recovery_acked: u64,
+    pub recovery_lost: u64,
+    pub end_cwnd: Option<u64>,
+}
+
 /// A congestion control on byte windows of `mss`-byte datagrams.
 pub trait CongestionControl {
     fn cwnd(&self) -> u64;
@@ -13,6 +26,10 @@ pub trait CongestionControl {
     fn mss(&self) -> u64;
     /// Whether HyStart ended slow start (rather than a loss or a Blitzstart).
     fn hystart_exit(&self) -> bool;
+    /// Entries into HyStart++'s Conservative Slow Start (0 where the sender has none).
+    fn css_entries(&self) -> u64 {
+        0
+    }
     /// Congestion events that reduced the window.
     fn reductions(&self) -> u64;
     fn set_mss(&mut self, mss: u64);
@@ -26,6 +43,12 @@ pub trait CongestionControl {
     fn on_end_acks(&mut self, largest_acked: Option<u64>);
     /// A loss of a packet sent at `sent` (`persistent`: quinn's persistent congestion).
     fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool);
+    /// The bytes that congestion event declared lost (after it; only Rapid Start counts them).
+    fn on_lost_bytes(&mut self, _bytes: u64) {}
+    /// Rapid Start's record, where the sender runs it.
+    fn rapid_start(&self) -> Option<RapidRecord> {
+        None
+    }
 
     fn in_slow_start(&self) -> bool {
         self.cwnd() < self.ssthresh()

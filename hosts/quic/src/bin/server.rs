@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use startlab_quic::careful_resume::{CrParams, PathKey, PathStore, Phase, PhaseUpdate};
 use startlab_quic::cr_qlog;
 use startlab_quic::controller::{ControllerConfig, HintSlot, Sender, StartlabController, StartlabFactory};
-use startlab_quic::cubic::CubicParams;
+use startlab_quic::cubic::{CubicParams, RapidParams};
 use startlab_quic::gquic_pacing::PacerParams;
 use startlab_quic::paced_socket::{PaceCell, PaceStats, PacedSocket, Percentiles};
 use startlab_quic::pacing::{max_spread, Pacing};
@@ -129,6 +129,15 @@ struct Args {
     /// HyStart delay-increase exit from slow start.
     #[arg(long, value_enum, default_value = "on")]
     hystart: OnOff,
+    /// With --hystart on: RFC 9406's HyStart++, Conservative Slow Start on the increase
+    /// (CSS_ROUNDS rounds a quarter as fast, undone when the RTT falls) before leaving.
+    #[arg(long)]
+    hystart_pp: bool,
+    /// Rapid Start (draft-kazuho-ccwg-rapid-start-02) for the initial slow start: 3x a round
+    /// while the RTT floor holds, only a loss ends it, and its first recovery ends at
+    /// β × what the path delivered (K = 2/3, CUBIC's β).
+    #[arg(long)]
+    rapid_start: bool,
     /// CUBIC's multiplicative decrease factor.
     #[arg(long, default_value_t = 0.7)]
     cubic_beta: f64,
@@ -246,8 +255,14 @@ fn validate(args: &Args) -> Result<Controllers, String> {
             ));
         }
     }
-    if args.sender == Sender::GoogleQuic && (args.cubic_beta != 0.7 || args.hystart == OnOff::Off) {
-        return Err("--cubic-beta and --hystart set the rfc9438 sender; the gquic sender's are quiche's".into());
+    if args.sender == Sender::GoogleQuic && (args.cubic_beta != 0.7 || args.hystart == OnOff::Off || args.hystart_pp) {
+        return Err("--cubic-beta, --hystart and --hystart-pp set the rfc9438 sender; the gquic sender's are quiche's".into());
+    }
+    if args.hystart_pp && args.hystart == OnOff::Off {
+        return Err("--hystart-pp is HyStart's: it needs --hystart on".into());
+    }
+    if args.rapid_start && (args.sender == Sender::GoogleQuic || args.hystart_pp || args.cc == Cc::CarefulResume) {
+        return Err("--rapid-start is the rfc9438 sender's initial slow start: not with --sender gquic, --hystart-pp or --cc careful-resume".into());
     }
     if args.datagram_pacing && (args.cc == Cc::QuinnCubic || args.pacing == PacingMode::Quinn) {
         return Err("--datagram-pacing needs a startlab controller and --pacing paper".into());
@@ -284,6 +299,8 @@ fn validate(args: &Args) -> Result<Controllers, String> {
             cubic: CubicParams {
                 beta: args.cubic_beta,
                 hystart: args.hystart == OnOff::On,
+                hystart_pp: args.hystart_pp,
+                rapid_start: args.rapid_start.then_some(RapidParams::DRAFT_02),
                 ..CubicParams::default()
             },
             pacing: match args.pacing {
@@ -673,6 +690,18 @@ fn connection_line(
             obj.insert("ssthresh_end_bytes".into(), json!(c.ssthresh()));
             obj.insert("cc_reductions".into(), json!(c.reductions()));
             obj.insert("hystart_exit".into(), json!(c.hystart_exit()));
+            obj.insert("css_entries".into(), json!(c.css_entries()));
+            obj.insert(
+                "rapid_start".into(),
+                json!(c.rapid_start().map(|r| json!({
+                    "acked_3x_bytes": r.acked_3x,
+                    "acked_2x_bytes": r.acked_2x,
+                    "pre_cwnd_bytes": r.pre_cwnd,
+                    "recovery_acked_bytes": r.recovery_acked,
+                    "recovery_lost_bytes": r.recovery_lost,
+                    "end_cwnd_bytes": r.end_cwnd,
+                }))),
+            );
             let unix = |t: Instant| start_unix + t.saturating_duration_since(start).as_secs_f64();
             if let Some(cr) = c.careful_resume() {
                 obj.insert("careful_resume".into(), careful_resume_json(cr.updates(), args, remote, start, start_unix));
