@@ -116,10 +116,14 @@ def test_gquic_variants_are_the_quic_ones_on_google_quics_sender() -> None:
         args = v.endpoint_args("server", ctx())
         assert args[args.index("--sender") + 1] == "gquic" and "--hystart" not in args
         assert "--datagram-pacing" in args
-    # Careful Resume runs over startlab's CUBIC only (it sets that sender's window).
+    # Careful Resume, HyStart++ and Rapid Start run over startlab's CUBIC only (they set
+    # that sender's window; Google QUIC's has HybridSlowStart).
+    def startlab_cubic_only(params: dict) -> bool:
+        return params["cc"] == "careful-resume" or params["hystartpp"] or params["rapid_start"]
+
     assert sorted(n for n in VARIANTS if n.startswith("gquic-")) == \
         sorted(f"g{n}" for n in VARIANTS
-               if n.startswith("quic-") and VARIANTS[n].parts["server"].params["cc"] != "careful-resume")
+               if n.startswith("quic-") and not startlab_cubic_only(VARIANTS[n].parts["server"].params))
     args = VARIANTS["quic-cubic-iw32"].endpoint_args("server", ctx())
     assert args[args.index("--sender") + 1] == "rfc9438" and "--hystart" in args
     assert "--datagram-pacing" not in args
