@@ -238,7 +238,7 @@ def _scheme_timeline(ax: Axes, run: RunRecord, colour: str, most: int = 12) -> N
     short = run.metrics.get("short") or {}
     if short.get("syn_ts") is None or short.get("end_ts") is None:
         return
-    for t, text in scheme_events.connection_events(run.meta, short["syn_ts"], short["end_ts"])[:most]:
+    for t, text in scheme_events.connection_events(run.meta, run.metrics, short["syn_ts"], short["end_ts"])[:most]:
         ax.axvline(t, color=colour, lw=0.7, ls=":", alpha=0.8)
         ax.annotate(text, (t, 0.98), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
                     va="top", ha="right", color=colour)

@@ -60,7 +60,7 @@ def test_a_stale_state_campaign_measures_the_second_connection(tmp_path):
             # On the captures' clock (the report's timeline): the phases begin when the
             # server's socket is established, about 1.5 RTTs after the client's SYN (the
             # clock pair maps them; a wrong mapping is seconds off).
-            on_axis = connection_events(meta, short["syn_ts"], short["end_ts"])
+            on_axis = connection_events(meta, metrics, short["syn_ts"], short["end_ts"])
             rtt = meta["profile_params"]["rtt_ms"] / 1000
             assert on_axis and on_axis[0][1] == "reconnaissance" and 0.5 * rtt <= on_axis[0][0] <= 3 * rtt, on_axis
             print(run_dir.name, factor, ports, [(e["new"], e["trigger"]) for e in events],

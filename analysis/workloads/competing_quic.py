@@ -105,7 +105,7 @@ def flow_figures(caps: dict[str, Capture], t: FourTuple, server: dict, client: d
             "cc", "sender", "sent_datagrams", "sent_bytes", "lost_packets", "lost_bytes", "retransmitted_packets",
             "congestion_events", "handshake_rtt_ms", "hint_kbps", "hint_tech", "hint_applied",
             "cwnd_start_bytes", "ssthresh_start_bytes", "start_flight", "cc_reductions", "hystart_exit",
-            "datagram_pacer")},
+            "datagram_pacer", "careful_resume")},
     }
     block = {"first_flight": flight,
              "reported_segments": math.ceil(cwnd / size) if cwnd else None,

@@ -28,8 +28,7 @@ import numpy as np
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
-from hosts.implementations.jumpstart import (IRW_DEFAULT, RCVBUF_DEFAULT, open_receive_window,
-                                             restore_receive_window)
+from hosts.implementations.receiver import RECEIVER_PARAMS, open_receive_window, restore_receive_window
 from links.traces import window_rates_bps
 from wire.blitzstart import TECHNOLOGIES, hint_kbps
 
@@ -51,10 +50,7 @@ class Blitzstart(Implementation):
         "hint_kbps": Param(0, "client: the hint in kbit/s outright (0 = use factor)", low=0, high=2 ** 32 - 1),
         "tech": Param("unknown", "client: access technology sent with the hint",
                       choices=tuple(TECHNOLOGIES)),
-        "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer (tcp_rmem default) in bytes",
-                        low=65536, high=1 << 30),
-        "irw": Param(IRW_DEFAULT, "client: initial receive window in segments (route initrwnd)",
-                     low=10, high=100000, integer=True),
+        **RECEIVER_PARAMS,
     }
 
     def kernel_objects(self, role: str, params: dict) -> list:
@@ -65,7 +61,7 @@ class Blitzstart(Implementation):
             config = loader.NodeConfig(flags=loader.SERVER_BLITZ, cc=CCS.name(ctx.instance, "blitz"))
         else:
             config = self._client_config(params, ctx, self._basis_bps(params, ctx, time.monotonic()))
-            open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))
+            open_receive_window(node, ctx, params)
         loader.set_node(ctx.instance, node, config)
 
     def before_fetch(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:

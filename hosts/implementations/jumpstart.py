@@ -17,35 +17,9 @@ import socket
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
-from topologies import endhosts
-from machine.shell import check_cmd
+from hosts.implementations.receiver import RECEIVER_PARAMS, open_receive_window, restore_receive_window
 
-SAVED = "_stl_rwnd_saved"          # attribute on the Mininet node: what install changed
-RCVBUF_DEFAULT = 8 << 20
-IRW_DEFAULT = 2000
 CCS = loader.congestion_controls(__file__)
-
-
-def open_receive_window(node, ctx: InstallContext, rcvbuf: int, irw: int) -> None:
-    """A receiver whose first advertised window is irw segments, not the ~64 KB default.
-
-    The initial window is min(receive buffer space, route initrwnd × MSS), and the
-    space is about half of tcp_rmem's default: both must grow. Shared with Blitzstart,
-    whose hinted window must not be capped by the receiver either.
-    """
-    rmem = check_cmd(node, "sysctl -n net.ipv4.tcp_rmem").split()
-    if getattr(node, SAVED, None) is None:
-        setattr(node, SAVED, {"tcp_rmem": " ".join(rmem)})
-    check_cmd(node, f"sysctl -qw net.ipv4.tcp_rmem='{rmem[0]} {rcvbuf} {max(int(rmem[2]), rcvbuf)}'")
-    endhosts.set_route(node, ctx.gateway, ctx.defaults.iw, irw)
-
-
-def restore_receive_window(node, ctx: InstallContext) -> None:
-    saved = getattr(node, SAVED, None)
-    if saved is not None:
-        check_cmd(node, f"sysctl -qw net.ipv4.tcp_rmem='{saved['tcp_rmem']}'")
-        delattr(node, SAVED)
-    endhosts.set_route(node, ctx.gateway, ctx.defaults.iw)
 
 
 class JumpStart(Implementation):
@@ -57,10 +31,7 @@ class JumpStart(Implementation):
                          choices=("cubic", "reno")),
         "sndbuf": Param(8 << 20, "server: SO_SNDBUF of accepted sockets in bytes (the kernel doubles it)",
                         low=65536, high=1 << 30),
-        "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer (tcp_rmem default) in bytes",
-                        low=65536, high=1 << 30),
-        "irw": Param(IRW_DEFAULT, "client: initial receive window in segments (route initrwnd)", low=10, high=100000,
-                     integer=True),
+        **RECEIVER_PARAMS,
     }
 
     def kernel_objects(self, role: str, params: dict) -> list:
@@ -73,7 +44,7 @@ class JumpStart(Implementation):
                                        cc=CCS.name(ctx.instance, f"js_{params['base_cc']}"))
             loader.set_node(ctx.instance, node, config)
             return
-        open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))
+        open_receive_window(node, ctx, params)
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         if role == "server":

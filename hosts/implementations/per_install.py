@@ -13,13 +13,12 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
-from typing import Callable
-
 from abc import abstractmethod
+from typing import Callable
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
-from hosts.implementations.jumpstart import IRW_DEFAULT, RCVBUF_DEFAULT, open_receive_window, restore_receive_window
+from hosts.implementations.receiver import open_receive_window, restore_receive_window
 from hosts.implementations.linux_tcp import LinuxTcp
 
 CONN_FORMAT = "<IIHHI"                   # the event maps' key: saddr, daddr, sport, dport, generation
@@ -89,22 +88,12 @@ def slow_start_log(key: bytes, value: bytes, kinds: dict[int, tuple[str, tuple[s
     return {**connection(key), "mss": mss, "events": out}
 
 
-# A receiver that does not cap a sender growing faster than 2x a round: a default Linux
-# receiver opens its window about 2x a round (Jump Start's and Blitzstart's clients too).
-RECEIVER_PARAMS = {
-    "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer (tcp_rmem default) in bytes", low=65536,
-                    high=1 << 30),
-    "irw": Param(IRW_DEFAULT, "client: initial receive window in segments (route initrwnd)", low=10, high=100000,
-                 integer=True),
-}
-
-
 class SlowStartScheme(Implementation):
     """A sender's scheme of stl_sslog.h: a congestion control over the kernel's CUBIC whose
     settings are per install and whose connections log the scheme's events. The scheme's
     module names its object, kind, mark tag and events, and packs its settings; a run
     records each connection's log under the scheme's name. A scheme with the client role
-    (and RECEIVER_PARAMS) opens the receiver's window there."""
+    (and receiver.RECEIVER_PARAMS) opens the receiver's window there."""
     roles: tuple[str, ...] = ("server",)
     ccs: loader.CongestionControls
     kind: str = ""
@@ -123,7 +112,7 @@ class SlowStartScheme(Implementation):
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         if role == "client":
-            open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))
+            open_receive_window(node, ctx, params)
             return
         self.settings.install(node, role, ctx, params["iw"], self.config_value(params),
                               pacing=bool(params.get("pacing")), pacing_ss_ratio=params.get("pacing_ss_ratio", 200))

@@ -44,8 +44,7 @@ from __future__ import annotations
 
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
-from hosts.implementations.jumpstart import (IRW_DEFAULT, RCVBUF_DEFAULT, open_receive_window,
-                                             restore_receive_window)
+from hosts.implementations.receiver import RECEIVER_PARAMS, open_receive_window, restore_receive_window
 from hosts.implementations.linux_tcp import LinuxTcp
 from topologies import endhosts
 from topologies.names import PathNames
@@ -104,9 +103,7 @@ class QuickStart(Implementation):
         "access_mbps": Param(1000.0, "server: its access-link rate, requested under 'access'",
                              low=0.08, high=100000.0),
         "after_idle": Param(True, "server: request again on the first data after a restart after idle"),
-        "rcvbuf": Param(RCVBUF_DEFAULT, "client: initial receive buffer in bytes", low=65536, high=1 << 30),
-        "irw": Param(IRW_DEFAULT, "client: initial receive window in segments", low=10, high=100000,
-                     integer=True),
+        **RECEIVER_PARAMS,
         "capacity_mbps": Param(0.0, "router: egress capacity (0 = the profile's rate)", low=0.0, high=100000.0),
         "interval_ms": Param(150.0, "router: measurement interval s", low=1.0, high=10000.0),
         "n_intervals": Param(5, "router: N, intervals of the peak utilisation", low=1, high=7, integer=True),
@@ -153,7 +150,7 @@ class QuickStart(Implementation):
                                bool(params["after_idle"]))
             loader.tc_attach(node, intf, "egress", loader.qs_host_program(inst, "server"))
         else:
-            open_receive_window(node, ctx, int(params["rcvbuf"]), int(params["irw"]))
+            open_receive_window(node, ctx, params)
             loader.set_node(inst, node, loader.NodeConfig(flags=loader.CLIENT_QS))
             loader.qs_set_host(inst, ip, 0)
             loader.tc_attach(node, intf, "ingress", loader.qs_host_program(inst, "client"))

@@ -25,7 +25,8 @@ import struct
 
 from hosts.bpf import loader
 from hosts.implementations.base import Param
-from hosts.implementations.per_install import RECEIVER_PARAMS, SlowStartScheme
+from hosts.implementations.per_install import SlowStartScheme
+from hosts.implementations.receiver import RECEIVER_PARAMS
 
 
 class RapidStart(SlowStartScheme):

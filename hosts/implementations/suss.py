@@ -23,7 +23,8 @@ import struct
 
 from hosts.bpf import loader
 from hosts.implementations.base import Param
-from hosts.implementations.per_install import RECEIVER_PARAMS, SlowStartScheme
+from hosts.implementations.per_install import SlowStartScheme
+from hosts.implementations.receiver import RECEIVER_PARAMS
 
 EXITS = {1: "delay", 2: "ack_train", 3: "cap", 4: "loss"}         # suss.bpf.c enum suss_exit
 
