@@ -294,6 +294,9 @@ class RunSession:
         attempt("draining the captures", lambda: drain(self._captures))
         stats = [attempt("stopping a capture", c.stop) for c in self._captures]
         attempt("reading the socket watch", self._observed)
+        if hasattr(self.net, "close_sockets"):
+            # Before the schemes go: no connection of this run reaches the next one.
+            attempt("closing the run's sockets", self.net.close_sockets)
         if hasattr(self.net, "restore_rates"):
             attempt("restoring the bottleneck's rate", self.net.restore_rates)
         counters: dict[str, dict[str, dict]] = {"router": {}, "server": {}}

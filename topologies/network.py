@@ -160,14 +160,7 @@ class Network:
                 log.warning("stopping the host monitor failed: %s", exc)
             self.monitor = None
         if self.net is not None:
-            # TCP sockets the run left (an orphan still sending its FIN or last data)
-            # would outlive their namespace, holding a scheme's congestion control (its
-            # struct_ops) for minutes: they are destroyed while their namespace is ours.
-            for node in self.net.hosts:
-                try:
-                    node.cmd("ss -K -t -a >/dev/null 2>&1")
-                except Exception as exc:
-                    log.warning("closing the sockets of %s failed: %s", node.name, exc)
+            self.close_sockets()
             try:
                 self.net.stop()
             except Exception as exc:
@@ -177,6 +170,21 @@ class Network:
             self.instance.remove_all()
             self.instance = None
         self.timings["teardown_s"] = time.monotonic() - t0
+
+    def close_sockets(self) -> None:
+        """Destroy every TCP socket of the end hosts (ss -K, CONFIG_INET_DIAG_DESTROY).
+
+        A connection the workload left (an orphan still retransmitting at cwnd 1 or sending
+        its FIN) would otherwise outlive its run: the next run on this network would carry
+        its packets over the bottleneck and see its socket, with the earlier run's scheme
+        (measured: 273 of a Reno server's connections held an earlier run's Quick-Start CC
+        for the first 17 s of a run); and it holds a scheme's congestion control (its
+        struct_ops) for minutes."""
+        for node in self.net.hosts:
+            try:
+                node.cmd("ss -K -t -a >/dev/null 2>&1")
+            except Exception as exc:
+                log.warning("closing the sockets of %s failed: %s", node.name, exc)
 
     # -- access ------------------------------------------------------------------------
     def host(self, name: str) -> Host:
