@@ -351,7 +351,10 @@ def handshake_rtts(pk, n_conns: int) -> np.ndarray:
     after = pk["ts"][back] > t_sa[c]
     t_ack = np.full(n_conns, np.inf)
     np.minimum.at(t_ack, c[after], pk["ts"][back][after])
-    return t_ack - t_sa
+    rtt = np.full(n_conns, np.inf)
+    seen = np.isfinite(t_ack)                     # an ACK after a SYN-ACK: both were seen
+    rtt[seen] = t_ack[seen] - t_sa[seen]
+    return rtt
 
 
 # Reasons a first flight cannot show the initial window (first_flight_disturbed), by code.

@@ -19,6 +19,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "stl_common.h"
 #include "stl_ca_priv.h"
 
@@ -125,6 +126,16 @@ static __always_inline void hsoff_set_state(struct sock *sk, u8 new_state, int b
 {
 	base_set_state(sk, new_state, base);
 	cubic_hystart_off(sk);
+}
+
+/* The kernel's tcp_is_cwnd_limited() in slow start, for a slow start that grows `growth`
+ * times a round (the kernel's: 2): may the window grow on this ACK? It may where the sender
+ * was held back by the window in the last window's worth of sending, or while the window is
+ * below `growth` times the most segments that were in flight then. A scheme that replaces
+ * slow start's growth asks this, as the kernel's Reno and CUBIC do. */
+static __always_inline int stl_cwnd_limited(struct tcp_sock *tp, u32 growth)
+{
+	return BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited) || tp->snd_cwnd < growth * tp->max_packets_out;
 }
 
 /* Every callback but init as the base algorithm has it: a scheme that only changes how

@@ -83,15 +83,6 @@ static __always_inline int stl_ss_initial(struct tcp_sock *tp)
 	return tp->snd_ssthresh >= STL_SS_INFINITE_SSTHRESH;
 }
 
-/* The kernel's tcp_is_cwnd_limited() in slow start, for a slow start that grows `growth`
- * times a round (the kernel's: 2): may the window grow on this ACK? It may where the sender
- * was held back by the window in the last window's worth of sending, or while the window is
- * below `growth` times the most segments that were in flight then. */
-static __always_inline int stl_ss_cwnd_limited(struct tcp_sock *tp, u32 growth)
-{
-	return BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited) || tp->snd_cwnd < growth * tp->max_packets_out;
-}
-
 static __always_inline void stl_ss_log(struct sock *sk, u8 generation, u32 what, u32 round,
 				       u32 v0, u32 v1, u32 v2, u32 v3)
 {

@@ -255,6 +255,8 @@ static __always_inline void hspp_cong_avoid(struct sock *sk, u32 ack, u32 acked,
 		base_cong_avoid(sk, ack, acked, base);
 		return;
 	}
+	if (!stl_cwnd_limited(tp, 2))           /* an application-limited sender does not grow */
+		return;
 	grow = acked < cfg->l ? acked : cfg->l;
 	if (p->phase == HSPP_CSS) {
 		p->css_carry += grow;

@@ -176,7 +176,7 @@ static __always_inline void rs_cong_avoid(struct sock *sk, u32 ack, u32 acked, i
 		return;
 	}
 	fast = rs_fast(p, cfg);
-	if (!stl_ss_cwnd_limited(tp, fast ? 3 : 2))
+	if (!stl_cwnd_limited(tp, fast ? 3 : 2))
 		return;
 	if (fast) {
 		p->acked3 += acked;
