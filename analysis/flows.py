@@ -79,6 +79,12 @@ def last_new_data_time(pk: Packets, conn: int, direction: int) -> float:
     return float(pk["ts"][m].max()) if m.any() else float("nan")
 
 
+def first_data_time(pk: Packets, conn: int, direction: int) -> float:
+    """Arrival of the first packet that carried data (NaN if no data)."""
+    m = flow_mask(pk, conn, direction) & (pk["payload"] > 0)
+    return float(pk["ts"][m].min()) if m.any() else float("nan")
+
+
 def bytes_in_window(pk: Packets, conn: int, direction: int, t0: float, t1: float) -> int:
     """New (first-seen) payload bytes with t0 <= ts <= t1: the window is closed so a
     flow's own first and last packets count when the window is its lifetime."""

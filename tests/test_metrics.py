@@ -146,6 +146,8 @@ def test_short_flow_figures(competing: tuple[Run, dict]) -> None:
     # The last segment was dropped, so the flow ends with its retransmission.
     assert s["end_ts"] == pytest.approx(run.end_ts, abs=1e-6)
     assert s["fct_s"] == pytest.approx(run.end_ts - run.syn_ts, abs=2e-6)
+    # The handshake, the request and its round trip: the first response segment's arrival.
+    assert s["first_data_s"] == pytest.approx(run.short_arrivals[0][0] - run.syn_ts, abs=2e-6)
     assert s["bytes"] == run.short_bytes and s["complete"]
     assert s["lost_pkts"] == run.short_lost == 3
     assert s["retx_pkts"] == run.short_retx == 4

@@ -169,6 +169,10 @@ def run_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
         "inflation": at_b["sent_bytes"] / at_b["sent_unique_bytes"] if at_b["sent_unique_bytes"] else None,
         "syn_ts": syn,
         "end_ts": end,
+        # SYN to the first data byte (the handshake and the request's round trip): papers
+        # that time a transfer from its first data (or the sender's first ACK of data) are
+        # compared on fct_s - first_data_s
+        "first_data_s": flows.first_data_time(client.packets, sc, sd) - syn,
     }
     first_flights = {"short": at_b["first_flight"]}
 
