@@ -3,10 +3,11 @@ stale.yaml: a first fetch of 5 MB fills the saved state, the bottleneck's rate i
 quartered, and a second connection to the same server fetches the object measured).
 
 `run careful-resume-stale.yaml --profiles dsl-fast --sizes 1MB --variants
-cubic-iw10,careful-resume --reps 1`, the sweep's three rate factors. Checked: the metrics
+cubic-iw10-rcv,careful-resume-rcv --reps 1`, the sweep's three rate factors. Checked: the metrics
 are the measured (second) connection's, not the first fetch's; each run records its own
 rate change and the restore at its end, and no run inherits another's; Careful Resume's
-second connection resumed from the state the first one saved; and every run's checks passed.
+second connection resumed from the state the first one saved, its jump not cut to a default
+receiver's first window (the client's part opens it); and every run's checks passed.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_a_stale_state_campaign_measures_the_second_connection(tmp_path):
     out = tmp_path / "campaign"
     res = subprocess.run([sys.executable, str(ROOT / "run.py"), "run",
                           str(ROOT / "scenarios" / "careful-resume-stale.yaml"), "--profiles", "dsl-fast",
-                          "--sizes", "1MB", "--variants", "cubic-iw10,careful-resume", "--reps", "1",
+                          "--sizes", "1MB", "--variants", "cubic-iw10-rcv,careful-resume-rcv", "--reps", "1",
                           "--out", str(out), "--json", "--unfit-host"],
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=900)
     per_run, _ = campaign_flags(out)
@@ -50,13 +51,19 @@ def test_a_stale_state_campaign_measures_the_second_connection(tmp_path):
         # earlier run on the same network never reaches it.
         changes = [(c["rate_bps"], c.get("restored", False)) for c in meta.get("rate_changes", [])]
         assert changes == ([] if factor == 1 else [(rate * factor, False), (rate, True)]), (run_dir.name, changes)
-        if meta["variant"] == "careful-resume":
+        if meta["variant"] == "careful-resume-rcv":
             logs = next(iter(meta["server_counters"].values()))["careful_resume"]
             ports = {int(log["remote"].rsplit(":", 1)[1]) for log in logs}
             # The measured connection is the one that resumed; the first fetch only observed.
             assert len(logs) == 1, (run_dir.name, logs)
             events = logs[0]["events"]
             assert events[0]["new"] == "reconnaissance" and events[0]["saved_congestion_window"] > 0, events
+            # The jump went out: a default receiver's first window (~56 segments) would have
+            # held Unvalidated to it whatever the jump (measured on geo-sat: 56 of 543).
+            jump = next(e for e in events if e["new"] == "unvalidated")["congestion_window"]
+            left = next(e for e in events if e["old"] == "unvalidated")
+            sent = (left["last_unvalidated_packet"] - left["first_unvalidated_packet"]) / logs[0]["mss"]
+            assert jump > 60 and sent >= 0.9 * min(jump, 80), (run_dir.name, jump, sent, events)
             # On the captures' clock (the report's timeline): the phases begin when the
             # server's socket is established, about 1.5 RTTs after the client's SYN (the
             # clock pair maps them; a wrong mapping is seconds off).
