@@ -91,18 +91,14 @@ def read(path: Path) -> Trace:
     every profile's traces)."""
     try:
         st = Path(path).stat()
+        return _read(str(path), st.st_mtime_ns, st.st_size)
     except OSError as e:
         raise UserError(f"cannot read the trace {path}: {e.strerror}") from None
-    return _read(str(path), st.st_mtime_ns, st.st_size)
 
 
 @functools.lru_cache(maxsize=64)
 def _read(path: str, mtime_ns: int, size: int) -> Trace:
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise UserError(f"cannot read the trace {path}: {e.strerror}") from None
-    return parse(text, path)
+    return parse(Path(path).read_text(), path)
 
 
 def _close(ms: list[int], period_ms: int) -> Trace:
