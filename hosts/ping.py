@@ -22,9 +22,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def ping_output(node, ip: str, count: int, interval_s: float, size: int | None = None) -> str:
+def ping_output(node, ip: str, count: int, interval_s: float, size: int | None = None,
+                timestamps: bool = False) -> str:
+    """ping's output; `timestamps`: each answer prefixed with its arrival time (ping -D)."""
     size_arg = f" -s {size}" if size is not None else ""
-    return node.cmd(f"ping -n -c {count} -i {interval_s} -W 5{size_arg} {ip}")
+    return node.cmd(f"ping -n{' -D' if timestamps else ''} -c {count} -i {interval_s} -W 5{size_arg} {ip}")
 
 
 def ping_rtts(node, ip: str, count: int, interval_s: float, size: int | None = None) -> list[float]:
@@ -35,6 +37,12 @@ def ping_rtts(node, ip: str, count: int, interval_s: float, size: int | None = N
 
 def samples(out: str) -> list[float]:
     return [float(m) for m in re.findall(r"time=([\d.]+) ms", out)]
+
+
+def timed_samples(out: str) -> list[tuple[float, float]]:
+    """(arrival, Unix s; RTT, ms) of every answered ping of `ping -D` output."""
+    return [(float(m.group(1)), float(m.group(2)))
+            for m in re.finditer(r"^\[([\d.]+)\].*?time=([\d.]+) ms", out, re.MULTILINE)]
 
 
 def summary(out: str) -> dict[str, float] | None:

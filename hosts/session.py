@@ -338,6 +338,10 @@ class RunSession:
         """What the session knows of the run, for meta.json (after the `with` block)."""
         # This run's rate changes (Network.set_rate), the restore at its end included.
         rates = getattr(self.net, "rate_changes", [])[getattr(self, "_rates_from", 0):]
+        # A path whose delay steps (a delay trace): the extra delays this run got, and when.
+        end = (self._record.get("clock") or {}).get("monotonic_s", time.monotonic())
+        steps = self.net.delay_steps(self._t0, end) if hasattr(self.net, "delay_steps") else []
         return {**self._record, "timings": self.timings, "flows": [f.as_dict() for f in self.flows],
                 **({"rate_changes": rates} if rates else {}),
+                **({"delay_steps": steps} if steps else {}),
                 **({"before_fetch": self._before_fetch} if self._before_fetch else {})}

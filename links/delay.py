@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
+from links import delaytraces
 from machine import binaries, capabilities
 from machine.cpuset import own_cpus
 from machine.errors import UserError
@@ -396,28 +397,37 @@ class DelayLine(DelayBackend):
         self.stats_path: Path | None = None
         self.stderr_path: Path | None = None
         self.generation = 0                 # newest stats generation read
+        self.delay_traces: dict[str, delaytraces.DelayTrace] = {}   # 'ab'/'ba' → its delay trace
+        self.delay_trace_epoch = 0.0        # CLOCK_MONOTONIC s the traces' steps count from
+        self.delay_trace_epoch_ns = 0       # the same in ns, as the line was given it
 
     def command(self, intf_a: str, intf_b: str, delay_ab_s: float, delay_ba_s: float,
                 ring_ab: int, ring_ba: int, stats: Path, queue_ab: LineQueue | None = None,
                 queue_ba: LineQueue | None = None, pairs_ab: Path | None = None,
-                pairs_ba: Path | None = None) -> list[str]:
+                pairs_ba: Path | None = None, delay_traces: dict[str, Path] | None = None,
+                delay_trace_epoch_ns: int | None = None) -> list[str]:
         return [str(self.binary), "--if-a", intf_a, "--if-b", intf_b,
                 "--delay-ab-us", str(round(delay_ab_s * 1e6)), "--delay-ba-us", str(round(delay_ba_s * 1e6)),
                 "--ring-ab-bytes", str(ring_ab), "--ring-ba-bytes", str(ring_ba), "--stats", str(stats),
                 *(["--cpu-a", str(self.cpus[0]), "--cpu-b", str(self.cpus[1])] if self.cpus else []),
                 *queue_flags("ab", queue_ab), *queue_flags("ba", queue_ba),
                 *(["--pairs-ab", str(pairs_ab)] if pairs_ab else []),
-                *(["--pairs-ba", str(pairs_ba)] if pairs_ba else []), *self.tuning_flags]
+                *(["--pairs-ba", str(pairs_ba)] if pairs_ba else []),
+                *(w for d, p in sorted((delay_traces or {}).items()) for w in (f"--delay-trace-{d}", str(p))),
+                *(["--delay-trace-epoch-ns", str(delay_trace_epoch_ns)] if delay_traces else []), *self.tuning_flags]
 
     def start(self, node, intf_a, intf_b, delay_ab_s, delay_ba_s, rate_ab_bps, rate_ba_bps,
               workdir, instance, *, queue_ab: LineQueue | None = None,
               queue_ba: LineQueue | None = None, pair_delays_ab: PairDelays | None = None,
-              pair_delays_ba: PairDelays | None = None) -> None:
+              pair_delays_ba: PairDelays | None = None, delay_trace_ab: Path | None = None,
+              delay_trace_ba: Path | None = None) -> None:
         """Start the line.
 
         `queue_ab`/`queue_ba` put a bottleneck queue before each direction's delay;
         `pair_delays_ab`/`pair_delays_ba` give IPv4 (source, destination) pairs their own
-        one-way delay in that direction instead of delay_ab_s/delay_ba_s.
+        one-way delay in that direction instead of delay_ab_s/delay_ba_s;
+        `delay_trace_ab`/`delay_trace_ba` add a delay that steps over time
+        (links/delaytraces.py), counted from `delay_trace_epoch` (CLOCK_MONOTONIC, s).
         """
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -432,11 +442,20 @@ class DelayLine(DelayBackend):
             if table:
                 tables[direction] = workdir / f"delayline-pairs-{direction}.txt"
                 tables[direction].write_text(pair_delay_text(table))
+        self.delay_traces = {d: delaytraces.read(p) for d, p in (("ab", delay_trace_ab), ("ba", delay_trace_ba)) if p}
+        # The steps count from now; the line is given this epoch, so the extra delay at any
+        # moment is known here (extra_delay_ms).
+        epoch_ns = time.monotonic_ns()
+        self.delay_trace_epoch_ns = epoch_ns
+        self.delay_trace_epoch = epoch_ns / 1e9
+        extra = {d: t.high_ms / 1e3 for d, t in self.delay_traces.items()}
         cmd = self.command(intf_a, intf_b, delay_ab_s, delay_ba_s,
-                           line_ring_bytes(rate_ab_bps, longest_delay(delay_ab_s, pair_delays_ab), queue_ab),
-                           line_ring_bytes(rate_ba_bps, longest_delay(delay_ba_s, pair_delays_ba), queue_ba),
+                           line_ring_bytes(rate_ab_bps, longest_delay(delay_ab_s, pair_delays_ab) + extra.get("ab", 0), queue_ab),
+                           line_ring_bytes(rate_ba_bps, longest_delay(delay_ba_s, pair_delays_ba) + extra.get("ba", 0), queue_ba),
                            self.stats_path, queue_ab=queue_ab, queue_ba=queue_ba,
-                           pairs_ab=tables["ab"], pairs_ba=tables["ba"])
+                           pairs_ab=tables["ab"], pairs_ba=tables["ba"],
+                           delay_traces={d: p for d, p in (("ab", delay_trace_ab), ("ba", delay_trace_ba)) if p},
+                           delay_trace_epoch_ns=epoch_ns)
         with open(self.stderr_path, "wb") as err:
             self.proc = node.popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
         instance.add_process(self.proc.pid, "delayline")
@@ -445,6 +464,11 @@ class DelayLine(DelayBackend):
             # All threads (-a) of the running line; failure is reported, not fatal to a run.
             subprocess.run(["chrt", "-a", "-r", "-p", str(self.rt_priority), str(self.proc.pid)],
                            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def extra_delay_ms(self, direction: str, at_s: float) -> float:
+        """The delay trace's extra one-way delay of `direction` ('ab'/'ba') at monotonic `at_s`."""
+        trace = self.delay_traces.get(direction)
+        return trace.extra_ms(at_s - self.delay_trace_epoch) if trace else 0.0
 
     def _wait_ready(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None

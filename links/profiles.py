@@ -11,7 +11,7 @@ from pathlib import Path
 
 from config import yamlfile
 from config.yamlfile import Fields
-from links import traces
+from links import delaytraces, traces
 from machine.errors import UserError
 from wire.blitzstart import TECHNOLOGIES
 from wire.tcpip import ETH_HEADER, tcp_mss
@@ -60,6 +60,10 @@ class LinkProfile:
     # Random (Bernoulli) loss of the frames entering each direction's bottleneck.
     loss_down: float = 0.0
     loss_up: float = 0.0
+    # A delay that steps over time per direction (links/delaytraces.py), added to the fixed
+    # one-way delay (rtt_ms / 2, then the path's minimum RTT): a LEO path's handovers.
+    delay_trace_down: str | None = None
+    delay_trace_up: str | None = None
 
     # -- derived figures ------------------------------------------------------------
     def rate_bps(self, direction: str) -> float:
@@ -77,13 +81,22 @@ class LinkProfile:
     def is_trace(self) -> bool:
         return self.trace_down is not None or self.trace_up is not None
 
+    def delay_trace_path(self, direction: str) -> Path | None:
+        """The delay trace added to `direction`'s delay, or None for a fixed delay."""
+        name = {"down": self.delay_trace_down, "up": self.delay_trace_up}[direction]
+        return None if name is None else trace_file(name)
+
+    @property
+    def has_delay_trace(self) -> bool:
+        return self.delay_trace_down is not None or self.delay_trace_up is not None
+
     def loss(self, direction: str) -> float:
         return {"down": self.loss_down, "up": self.loss_up}[direction]
 
     @property
     def needs_link_model(self) -> bool:
         """More than a fixed rate: only the delay line's queue emulates it."""
-        return self.is_trace or bool(self.loss_down or self.loss_up)
+        return self.is_trace or self.has_delay_trace or bool(self.loss_down or self.loss_up)
 
     @property
     def frame_bytes(self) -> int:
@@ -166,8 +179,22 @@ def _rate_mbps(fields: Fields, direction: str, mtu: int) -> tuple[float, str | N
     return trace.mean_bps(mtu + ETH_HEADER) / 1e6, name
 
 
+def _delay_trace(fields: Fields, direction: str) -> str | None:
+    """`delay_trace_<direction>`, checked to be a readable delay trace."""
+    key = f"delay_trace_{direction}"
+    if not fields.has(key):
+        return None
+    name = fields.text(key)
+    try:
+        delaytraces.read(trace_file(name))
+    except UserError as e:
+        raise fields.error(key, str(e)) from None
+    return name
+
+
 def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
     fields.unknown({"down_mbps", "up_mbps", "trace_down", "trace_up", "loss_down", "loss_up", "rtt_ms",
+                    "delay_trace_down", "delay_trace_up",
                     "buffer_pkts", "buffer_ms", "mtu", "topology", "offload", "source", "access"})
     mtu = int(fields.number("mtu", 1500, low=576, high=9000, integer=True))
     down, trace_down = _rate_mbps(fields, "down", mtu)
@@ -187,7 +214,8 @@ def _parse(path: Path, name: str, fields: Fields) -> LinkProfile:
                        access=fields.text("access", "unknown", choices=list(TECHNOLOGIES)),
                        trace_down=trace_down, trace_up=trace_up,
                        loss_down=fields.number("loss_down", 0.0, low=0.0, high=MAX_LOSS),
-                       loss_up=fields.number("loss_up", 0.0, low=0.0, high=MAX_LOSS))
+                       loss_up=fields.number("loss_up", 0.0, low=0.0, high=MAX_LOSS),
+                       delay_trace_down=_delay_trace(fields, "down"), delay_trace_up=_delay_trace(fields, "up"))
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, LinkProfile]:

@@ -27,7 +27,7 @@ from machine.errors import UserError
 from hosts.apps import Iperf3Server, iperf3_reverse_client
 from machine import host
 from machine.host import HostTiming
-from hosts.ping import PING_FRAME_BYTES, percentile, ping_output, ping_rtts, rtt_matches, samples, summary
+from hosts.ping import PING_FRAME_BYTES, percentile, ping_output, ping_rtts, rtt_matches, samples, summary, timed_samples
 from hosts.process import NodeProcess
 from links.hostfit import LATE_P99_US, EmulatorTuning, delay_flags, rate_flags, verdict
 from topologies.network import Network
@@ -45,6 +45,7 @@ FRAGMENTED_ABOVE_BPS = 200e6          # faster: 10-frame datagrams, so one proce
 MEASURE_FRAMES = 300                  # the rate is read over at least this many frames' time …
 MEASURE_MIN_S = 3.0                   # … and at least this long
 SAMPLES = 40                          # rx counter readings over that time
+STEP_GUARD_S = 0.002                  # a delay step this close to a ping's round trip leaves it out
 SATURATED_DROP_SHARE = 0.1            # a full queue drops ~1/3 of a 1.5x stream; less: not full
 
 
@@ -89,7 +90,8 @@ def flood(net: Network, prof: LinkProfile, direction: str, workdir: Path, pings_
     pinger = None
     try:
         _wait_until_dropping(net, direction, 2 * fill_s + 2)
-        pinger = NodeProcess(client, ["ping", "-n", "-i", f"{pings_interval_s}", "-w", str(math.ceil(measure_s)), "-W", "10",
+        pinger = NodeProcess(client, ["ping", "-n", *(["-D"] if net.profile.has_delay_trace else []),
+                                      "-i", f"{pings_interval_s}", "-w", str(math.ceil(measure_s)), "-W", "10",
                                       n.server_ip(1)], net.instance, "ping under load",
                              log_path=workdir / f"ping-loaded-{direction}.log")
         queue = net.queue(direction)
@@ -109,7 +111,8 @@ def flood(net: Network, prof: LinkProfile, direction: str, workdir: Path, pings_
         tbf = [q for q in net.tbf_settings() if q.get("direction") == direction]
         window_flags = delay_flags(window, None) + rate_flags(window, tbf)
         pinger.wait(timeout=measure_s + 30)
-        loaded = [float(x.split("time=")[1].split()[0]) for x in pinger.output().splitlines() if "time=" in x]
+        loaded = (untraced(net, timed_samples(pinger.output())) if net.profile.has_delay_trace else
+                  [float(x.split("time=")[1].split()[0]) for x in pinger.output().splitlines() if "time=" in x])
         if not cli.running():
             raise RuntimeError(f"the UDP stream ({direction}) ended before the measurement did")
         cli.wait(timeout=total_s + 30)
@@ -140,6 +143,19 @@ def flood(net: Network, prof: LinkProfile, direction: str, workdir: Path, pings_
             "rtt_loaded_samples": len(loaded), "rtt_loaded_expected_ms": round(expected_loaded, 3),
             "queue_tolerance_ms": round(max(QUEUE_TOLERANCE_FRAMES * frame_s, burst_s) * 1000
                                         + QUEUE_TOLERANCE_REL * expected_loaded, 3)}
+
+
+def untraced(net: Network, timed: list[tuple[float, float]]) -> list[float]:
+    """RTT samples (arrival Unix s, ms) of a path whose delay steps (a delay trace), each
+    less the extra delay of the step it was sent in: what the fixed path gave it. A sample
+    whose round trip a step falls into is left out (its two halves had different steps)."""
+    unix_to_mono = time.time() - time.monotonic()
+    out = []
+    for arrival, rtt_ms in timed:
+        sent = arrival - unix_to_mono - rtt_ms / 1000
+        if net.next_delay_step_s(sent) > rtt_ms / 1000 + STEP_GUARD_S:
+            out.append(rtt_ms - (net.rtt_at_ms(sent) - net.profile.rtt_ms))
+    return out
 
 
 def _wait_until_dropping(net: Network, direction: str, timeout_s: float) -> None:
@@ -200,7 +216,7 @@ def measure(profile: LinkProfile, *, delay_backend: str = "auto", pings: int = 2
     (a test builds a path 5 % off and sees the check fail). Application logs and the delay
     element's counters go to `workdir`; without one to a temporary directory, removed after.
     """
-    if (built or profile).needs_link_model:
+    if (built or profile).is_trace or (built or profile).loss_down or (built or profile).loss_up:
         # A fixed rate's checks (rate within 1 %, every drop a full queue's) would misjudge a
         # trace link's varying rate and a lossy link's random drops.
         raise UserError(f"this check is for fixed-rate links: profile {profile.name} is a trace or lossy link "
@@ -226,8 +242,10 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
         # One warm-up ping, then the measured ones, spaced so they never queue behind each other.
         ping_rtts(client, n.server_ip(1), 1, 0.2)
         interval = max(0.01, min(0.05, profile.rtt_s / 10))
-        out = ping_output(client, n.server_ip(1), pings, interval)
-        rtts, exact = samples(out), summary(out)
+        traced = built.has_delay_trace
+        out = ping_output(client, n.server_ip(1), pings, interval, timestamps=traced)
+        # A path whose delay steps: each sample less its step's extra delay, held to rtt_ms.
+        rtts, exact = (untraced(net, timed_samples(out)), None) if traced else (samples(out), summary(out))
         for direction in ("down", "up"):
             # Loaded pings 5 per RTT, never faster than every 10 ms. One more try if the
             # stream could not keep the queue full (a busy machine starves the generator).
@@ -246,7 +264,7 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
         shaper_name = net.shaper.describe()
         tuning = net.tuning
     delay_stats = net.delay_stats
-    if len(rtts) < pings * 0.99:
+    if len(rtts) < pings * (0.9 if built.has_delay_trace else 0.99):
         raise RuntimeError(f"only {len(rtts)} of {pings} pings were answered")
     result = judge(profile, backend, rtts, floods, bulk, delay_stats, queue_drops,
                    {"setup_s": net.timings.get("setup_s", 0), "teardown_s": net.timings.get("teardown_s", 0),

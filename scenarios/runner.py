@@ -140,6 +140,10 @@ def settle(net: Network) -> None:
             return
 
 
+# The path check's pings (a warm-up and 20 spaced ones) take well under this.
+DELAY_STEP_MARGIN_S = 2.0
+
+
 def check_path(net: Network, rtts_ms: dict | None, host_rec: dict | None) -> dict:
     """The path's base RTT (and every pair's, on a multi-RTT path) before any run uses it,
     with the host's flags over exactly that window: the figures a run's meta.json keeps.
@@ -149,9 +153,15 @@ def check_path(net: Network, rtts_ms: dict | None, host_rec: dict | None) -> dic
     flagged), else the delay line is suspect (UserError)."""
     n = net.names
     settle(net)
+    # A path whose delay steps (a delay trace): ping within one step, against that step's RTT.
+    if net.next_delay_step_s(time.monotonic()) < DELAY_STEP_MARGIN_S:
+        time.sleep(net.next_delay_step_s(time.monotonic()) + 0.05)
     before = (net.monitor.snapshot() if net.monitor else None, net.delay_snapshot())
-    path = path_rtt(net.host(n.client(1)), n.server_ip(1), (rtts_ms or {}).get((1, 1), net.profile.rtt_ms),
+    configured = (rtts_ms or {}).get((1, 1), round(net.rtt_at_ms(time.monotonic()), 3))
+    path = path_rtt(net.host(n.client(1)), n.server_ip(1), configured,
                     queued_ms=net.lone_frame_queue_ms(PING_FRAME_BYTES))
+    if net.profile.has_delay_trace:
+        path["delay_trace_rtt_ms"] = configured
     if rtts_ms:
         path["pairs"] = pair_rtts(net, rtts_ms)
     window = host.interval(before[0], net.monitor.snapshot()) if net.monitor else None

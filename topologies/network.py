@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -287,6 +288,47 @@ class Network:
             ba[(n.server_ip(j), n.client_ip(i))] = one_way
         return {"pair_delays_ab": ab, "pair_delays_ba": ba}
 
+    def _delay_traces(self, hop: int) -> dict:
+        """The profile's delay traces, on the first core hop only (a path's handovers add
+        their steps once, however many hops carry its fixed delay)."""
+        if hop != 1 or not self.profile.has_delay_trace:
+            return {}
+        return {"delay_trace_ab": self.profile.delay_trace_path("up"),
+                "delay_trace_ba": self.profile.delay_trace_path("down")}
+
+    # The delay line's a→b carries client → server (up), b→a the other way (down).
+    LINE_DIRECTION = {"up": "ab", "down": "ba"}
+
+    def extra_delay_ms(self, direction: str, at_s: float) -> float:
+        """The delay trace's extra one-way delay of `direction` ('up'/'down') at monotonic
+        `at_s` (0 without one): the profile's path at that moment is rtt_ms plus both."""
+        if not self.profile.has_delay_trace or not self.delays:
+            return 0.0
+        return self.delays[0][1].extra_delay_ms(self.LINE_DIRECTION[direction], at_s)
+
+    def rtt_at_ms(self, at_s: float) -> float:
+        """The path's base RTT at monotonic `at_s`: the profile's plus the delay traces' steps."""
+        return self.profile.rtt_ms + self.extra_delay_ms("up", at_s) + self.extra_delay_ms("down", at_s)
+
+    def next_delay_step_s(self, at_s: float) -> float:
+        """Seconds from monotonic `at_s` to the delay traces' next step (inf without them)."""
+        if not self.profile.has_delay_trace or not self.delays:
+            return math.inf
+        line = self.delays[0][1]
+        return min(t.next_step_s(at_s - line.delay_trace_epoch) for t in line.delay_traces.values())
+
+    def delay_steps(self, t0_s: float, t1_s: float) -> list[dict]:
+        """The delay traces' extra delays from monotonic t0_s and at every step up to t1_s:
+        what a run on this path got, for its meta.json ([] without delay traces)."""
+        if not self.profile.has_delay_trace or not self.delays:
+            return []
+        out, t = [], t0_s
+        while t <= t1_s:
+            out.append({"at_monotonic_s": round(t, 6), "down_ms": self.extra_delay_ms("down", t),
+                        "up_ms": self.extra_delay_ms("up", t), "rtt_ms": round(self.rtt_at_ms(t), 3)})
+            t += self.next_delay_step_s(t) + 1e-6
+        return out
+
     def lone_frame_queue_ms(self, frame_bytes: int) -> float:
         """How long a lone frame and its answer (a ping) spend in this path's bottleneck
         queues: every queue of both directions, as its shaper says (Shaper.lone_frame_delay_s)."""
@@ -430,6 +472,6 @@ class Network:
             element.start(core, n.core_intf(k, "client"), n.core_intf(k, "server"),
                           one_way, one_way, self.profile.rate_bps("up"), self.profile.rate_bps("down"),
                           self.workdir / f"delay-{n.core(k)}", self.instance, **self.shaper.delay_options(k),
-                          **self._pair_delays(n.routers - 1))
+                          **self._pair_delays(n.routers - 1), **self._delay_traces(k))
             self.delays.append((n.core(k), element))
         self.timings["delay_started"] = time.monotonic()

@@ -78,9 +78,11 @@ class LineNet:
 
     def start_probe(self, count: int, burst: int, gap_us: float, port: int = 5601, *,
                     payload: int | None = None, tos: int = 0, src: str | None = None,
-                    dst: str = H2_IP, skip_s: float = 0.0) -> "Probe":
-        """Start `count` numbered datagrams h1 → h2 through the core; `finish()` gives the summary."""
-        recv = self.h2.popen([sys.executable, str(PROBE), "recv", str(port), str(count), "--skip-s", str(skip_s)],
+                    dst: str = H2_IP, skip_s: float = 0.0, packets: bool = False) -> "Probe":
+        """Start `count` numbered datagrams h1 → h2 through the core; `finish()` gives the
+        summary (`packets`: with each datagram's seq, send time and one-way delay in ns)."""
+        recv = self.h2.popen([sys.executable, str(PROBE), "recv", str(port), str(count), "--skip-s", str(skip_s),
+                              *(["--packets"] if packets else [])],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert recv.stdout is not None
         if recv.stdout.readline().strip() != b"listening":

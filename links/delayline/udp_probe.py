@@ -1,7 +1,9 @@
 """Numbered UDP probe stream for measuring a delay element's one-way delay, loss, order and rate.
 
 Run as a script inside network namespaces (both ends share the machine's clock):
-    udp_probe.py recv PORT COUNT [IDLE_TIMEOUT_S] [--skip-s S]   prints a JSON summary
+    udp_probe.py recv PORT COUNT [IDLE_TIMEOUT_S] [--skip-s S] [--packets]
+                                                  prints a JSON summary (--packets: with every
+                                                  datagram's [seq, send ns, one-way ns])
     udp_probe.py send HOST PORT COUNT BURST GAP_US [--payload N] [--tos T] [--src ADDR]
                                                   bursts of BURST datagrams, GAP_US apart
     udp_probe.py rxrate IFACE START_S END_S        rate of the interface's rx bytes counter
@@ -67,7 +69,7 @@ def steady_rate(arrivals: list[tuple[int, int]], skip_s: float) -> dict | None:
             "wire_bps": wire * 8 / seconds if seconds > 0 else None}
 
 
-def receive(port: int, count: int, idle_timeout_s: float, skip_s: float = 0.0) -> dict:
+def receive(port: int, count: int, idle_timeout_s: float, skip_s: float = 0.0, packets: bool = False) -> dict:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -75,6 +77,7 @@ def receive(port: int, count: int, idle_timeout_s: float, skip_s: float = 0.0) -
     print("listening", flush=True)
     samples: list[tuple[int, int]] = []
     arrivals: list[tuple[int, int]] = []
+    sends: list[int] = []
     sock.settimeout(30.0)                # the first datagram may take a while to be sent
     while len(samples) < count:
         try:
@@ -90,8 +93,11 @@ def receive(port: int, count: int, idle_timeout_s: float, skip_s: float = 0.0) -
                 rx = sec * 1_000_000_000 + nsec
         samples.append((seq, rx - sent))
         arrivals.append((rx, len(data) + WIRE_OVERHEAD))
+        sends.append(sent)
     out = summarize(samples, count)
     out["steady"] = steady_rate(arrivals, skip_s)
+    if packets:
+        out["packets"] = [[seq, sent, owd] for (seq, owd), sent in zip(samples, sends)]
     return out
 
 
@@ -154,6 +160,7 @@ def main(argv: list[str]) -> None:
     r.add_argument("count", type=int)
     r.add_argument("idle_timeout_s", type=float, nargs="?", default=2.0)
     r.add_argument("--skip-s", type=float, default=0.0)
+    r.add_argument("--packets", action="store_true")
     s = sub.add_parser("send")
     s.add_argument("host")
     s.add_argument("port", type=int)
@@ -169,7 +176,7 @@ def main(argv: list[str]) -> None:
     x.add_argument("end_s", type=float)
     a = ap.parse_args(argv)
     if a.cmd == "recv":
-        print(json.dumps(receive(a.port, a.count, a.idle_timeout_s, a.skip_s)), flush=True)
+        print(json.dumps(receive(a.port, a.count, a.idle_timeout_s, a.skip_s, a.packets)), flush=True)
     elif a.cmd == "send":
         send(a.host, a.port, a.count, a.burst, a.gap_us, a.payload, a.tos, a.src)
     else:

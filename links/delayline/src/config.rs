@@ -15,6 +15,8 @@ pub const USAGE: &str = "usage: startlab-delayline --if-a IFA --if-b IFB --delay
   [--trace-D PATH [--opportunity-D-bytes N (default 1514: an MTU-sized packet's frame)] --limit-D-bytes N ...]
   and random (Bernoulli) loss of arriving frames, before the queue: [--loss-D P]
   per-pair delays per direction (lines SRC_IPV4 DST_IPV4 DELAY_US): [--pairs-D PATH]
+  a delay that steps over time, added per direction (lines DURATION_MS EXTRA_US, looping from
+  the epoch, default the line's start): [--delay-trace-D PATH] [--delay-trace-epoch-ns N]
   the spin window before sparse releases (default 80 and 100): [--spin-lead-us N --spin-max-us N]
 or: startlab-delayline probe --help";
 
@@ -45,6 +47,11 @@ pub struct Config {
     /// Files of per-pair delays (read at start by `pairs::parse`).
     pub pairs_ab: Option<PathBuf>,
     pub pairs_ba: Option<PathBuf>,
+    /// Files of delays that step over time, added to each direction's (delaytrace.rs), and
+    /// the CLOCK_MONOTONIC time their steps count from (None: the line's start).
+    pub delay_trace_ab: Option<PathBuf>,
+    pub delay_trace_ba: Option<PathBuf>,
+    pub delay_trace_epoch_ns: Option<i64>,
     /// Timer lead and spin window for sparse releases.
     pub tuning: Tuning,
 }
@@ -196,6 +203,9 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     let mut q_ba = QueueFlags::default();
     let mut pairs_ab = None;
     let mut pairs_ba = None;
+    let mut delay_trace_ab = None;
+    let mut delay_trace_ba = None;
+    let mut delay_trace_epoch_ns = None;
     let mut spin_lead = None;
     let mut spin_max = None;
     let mut i = 0;
@@ -233,6 +243,11 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--red-ba" => q_ba.red = Some(red(flag, value)?),
             "--pairs-ab" => pairs_ab = Some(PathBuf::from(value)),
             "--pairs-ba" => pairs_ba = Some(PathBuf::from(value)),
+            "--delay-trace-ab" => delay_trace_ab = Some(PathBuf::from(value)),
+            "--delay-trace-ba" => delay_trace_ba = Some(PathBuf::from(value)),
+            "--delay-trace-epoch-ns" => {
+                delay_trace_epoch_ns = Some(value.trim().parse::<i64>().ok().filter(|&v| v >= 0).ok_or(format!("{} wants a CLOCK_MONOTONIC time in ns, got {:?}", flag, value))?)
+            }
             "--spin-lead-us" => spin_lead = Some(positive(flag, value, "microseconds", MAX_SPIN_US)? as i64 * NS_PER_US),
             "--spin-max-us" => spin_max = Some(positive(flag, value, "microseconds", MAX_SPIN_US)? as i64 * NS_PER_US),
             _ => return Err(format!("unknown option {}\n{}", flag, USAGE)),
@@ -256,6 +271,9 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         queue_ba: queue_config("ba", q_ba)?,
         pairs_ab,
         pairs_ba,
+        delay_trace_ab,
+        delay_trace_ba,
+        delay_trace_epoch_ns,
         tuning: Tuning {
             spin_lead_ns: spin_lead.unwrap_or(Tuning::FIXED.spin_lead_ns),
             spin_max_ns: spin_max.unwrap_or(Tuning::FIXED.spin_max_ns),
@@ -335,6 +353,16 @@ mod tests {
         let c = parse(&args(&format!("{} --pairs-ba /w/pairs-ba.txt", OK))).unwrap();
         assert_eq!(c.pairs_ba, Some(PathBuf::from("/w/pairs-ba.txt")));
         assert_eq!(c.pairs_ab, None);
+    }
+
+    #[test]
+    fn takes_a_delay_trace_per_direction_and_its_epoch() {
+        let c = parse(&args(&format!("{} --delay-trace-ba /w/leo.delays --delay-trace-epoch-ns 1234", OK))).unwrap();
+        assert_eq!((c.delay_trace_ab, c.delay_trace_ba), (None, Some(PathBuf::from("/w/leo.delays"))));
+        assert_eq!(c.delay_trace_epoch_ns, Some(1234));
+        assert_eq!(parse(&args(OK)).unwrap().delay_trace_epoch_ns, None);
+        let e = parse(&args(&format!("{} --delay-trace-epoch-ns -5", OK))).unwrap_err();
+        assert!(e.contains("CLOCK_MONOTONIC"), "{}", e);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! the other, the ring and the stages, so frames of one delay FIFO leave in exactly the
 //! order they arrived.
 
+use crate::delaytrace::DelayTrace;
 use crate::frame;
 use crate::pairs::FifoMap;
 use crate::queue::{Bottleneck, QueueStats};
@@ -56,6 +57,13 @@ pub struct Direction {
     tuning: Tuning,
     /// This thread's snapshot eventfd (nonblocking): readable when a snapshot is asked for.
     wake_fd: RawFd,
+    /// A delay that steps over time (delaytrace.rs) and its epoch, added to every FIFO's.
+    delay_trace: Option<(Arc<DelayTrace>, i64)>,
+    /// Each FIFO's latest release without the trace's extra: what a kernel timestamp
+    /// inversion is measured against when the trace may step down.
+    last_base_release: Vec<i64>,
+    /// Each FIFO's latest release with the trace's extra: a frame never leaves before it.
+    last_traced_release: Vec<i64>,
 }
 
 /// What the main thread shares with the direction threads. The per-frame path reads
@@ -132,6 +140,8 @@ impl Direction {
             rx,
             tx,
             stage: DelayStage::new(delays_ns.len()),
+            last_base_release: vec![i64::MIN; delays_ns.len()],
+            last_traced_release: vec![i64::MIN; delays_ns.len()],
             delays_ns,
             ring,
             queue,
@@ -141,13 +151,27 @@ impl Direction {
             clock: ClockOffset::default(),
             wake_fd,
             tuning,
+            delay_trace: None,
         }
     }
 
     /// Put a frame into its delay FIFO, released `delay` after `start` (its arrival, or
     /// its departure from the bottleneck).
     fn hold(&mut self, seq: u64, fifo: usize, start: i64, st: &mut DirStats) {
-        let early = self.stage.push(fifo, seq, start + self.delays_ns[fifo]);
+        let base = start + self.delays_ns[fifo];
+        let early = if self.delay_trace.is_none() {
+            self.stage.push(fifo, seq, base)
+        } else {
+            // After a step down a frame waits for the higher step's last one: that is its
+            // due time (lateness counts from it). Only an inversion of the frames' own
+            // times counts as one.
+            let release = (base + self.extra_ns(start)).max(self.last_traced_release[fifo]);
+            self.last_traced_release[fifo] = release;
+            self.stage.push(fifo, seq, release);
+            let early = self.last_base_release[fifo].saturating_sub(base).max(0);
+            self.last_base_release[fifo] = self.last_base_release[fifo].max(base);
+            early
+        };
         // The stage holds such a frame behind its predecessor either way. An inversion
         // within the clock conversion's uncertainty (the realtime→monotonic offset may move
         // by up to OFFSET_MAX_GAP_NS between rounds) is not the arrival order changing.
@@ -155,6 +179,17 @@ impl Direction {
             st.reorders_seen += 1;
             st.reorder_max_ns = st.reorder_max_ns.max(early);
         }
+    }
+
+    /// Give this direction a delay that steps over time, counted from `epoch_ns`.
+    pub fn with_delay_trace(mut self, trace: Option<Arc<DelayTrace>>, epoch_ns: i64) -> Direction {
+        self.delay_trace = trace.map(|t| (t, epoch_ns));
+        self
+    }
+
+    /// The delay trace's extra delay for a frame entering the delay at `start`.
+    fn extra_ns(&self, start: i64) -> i64 {
+        self.delay_trace.as_ref().map_or(0, |(t, epoch)| t.extra_ns(start - epoch))
     }
 
     /// Move the frames that left the bottleneck into their delay FIFOs.
@@ -253,7 +288,7 @@ impl Direction {
         let (a, b) = self.stage.next_two();
         let q = self.queue.as_ref().and_then(|q| q.head()).map(|(seq, departure)| {
             let fifo = self.ring.get(seq).map_or(0, |s| s.tag as usize);
-            departure + self.delays_ns[fifo]
+            departure + self.delays_ns[fifo] + self.extra_ns(departure)
         });
         let mut all = [a, b, q];
         all.sort_by_key(|t| t.unwrap_or(i64::MAX));

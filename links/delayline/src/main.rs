@@ -7,6 +7,7 @@
 //! SIGTERM/SIGINT stop the line and write the final counters there.
 
 mod config;
+mod delaytrace;
 mod frame;
 mod line;
 mod pairs;
@@ -130,6 +131,9 @@ fn run() -> Result<(), String> {
     let fifos_ab = pairs::FifoMap::new(cfg.delay_ab_ns, &read_pairs(cfg.pairs_ab.as_deref())?);
     let fifos_ba = pairs::FifoMap::new(cfg.delay_ba_ns, &read_pairs(cfg.pairs_ba.as_deref())?);
     let wake = [eventfd(libc::EFD_NONBLOCK)?, eventfd(libc::EFD_NONBLOCK)?];
+    let delay_trace_ab = read_delay_trace("--delay-trace-ab", cfg.delay_trace_ab.as_deref())?;
+    let delay_trace_ba = read_delay_trace("--delay-trace-ba", cfg.delay_trace_ba.as_deref())?;
+    let epoch = cfg.delay_trace_epoch_ns.unwrap_or_else(timer::mono);
     let ab = line::Direction::new(
         "a_to_b",
         0,
@@ -140,7 +144,8 @@ fn run() -> Result<(), String> {
         cfg.queue_ab.clone().map(queue::Bottleneck::new),
         wake[0],
         cfg.tuning,
-    );
+    )
+    .with_delay_trace(delay_trace_ab.clone(), epoch);
     let ba = line::Direction::new(
         "b_to_a",
         1,
@@ -151,7 +156,8 @@ fn run() -> Result<(), String> {
         cfg.queue_ba.clone().map(queue::Bottleneck::new),
         wake[1],
         cfg.tuning,
-    );
+    )
+    .with_delay_trace(delay_trace_ba.clone(), epoch);
     let ctl = Arc::new(line::Control {
         stop: AtomicBool::new(false),
         stop_fd: eventfd(0)?,
@@ -160,8 +166,18 @@ fn run() -> Result<(), String> {
     });
     let link_drops = LinkDrops::new(&cfg.if_b, &cfg.if_a);
     let configs = [
-        stats::DirConfig { ring_bytes: cfg.ring_ab_bytes, queue: cfg.queue_ab.clone(), fifos: fifos_ab },
-        stats::DirConfig { ring_bytes: cfg.ring_ba_bytes, queue: cfg.queue_ba.clone(), fifos: fifos_ba },
+        stats::DirConfig {
+            ring_bytes: cfg.ring_ab_bytes,
+            queue: cfg.queue_ab.clone(),
+            fifos: fifos_ab,
+            delay_trace: cfg.delay_trace_ab.as_ref().map(|p| stats::TracedDelay::new(p, delay_trace_ab.as_deref(), epoch)),
+        },
+        stats::DirConfig {
+            ring_bytes: cfg.ring_ba_bytes,
+            queue: cfg.queue_ba.clone(),
+            fifos: fifos_ba,
+            delay_trace: cfg.delay_trace_ba.as_ref().map(|p| stats::TracedDelay::new(p, delay_trace_ba.as_deref(), epoch)),
+        },
     ];
     let write = |dirs: &mut [stats::DirStats], stamp: stats::Stamp| -> Result<(), String> {
         link_drops.fill(dirs);
@@ -254,6 +270,14 @@ fn read_pairs(path: Option<&std::path::Path>) -> Result<pairs::PairDelays, Strin
             pairs::parse(&text, &p.display().to_string())
         }
     }
+}
+
+/// The delay trace a --delay-trace-D flag names, read and checked; None without one.
+fn read_delay_trace(flag: &str, path: Option<&std::path::Path>) -> Result<Option<Arc<delaytrace::DelayTrace>>, String> {
+    let Some(p) = path else { return Ok(None) };
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{} {}: cannot read it: {}", flag, p.display(), e))?;
+    let trace = delaytrace::DelayTrace::parse(&text).map_err(|e| format!("{} {}: {}", flag, p.display(), e))?;
+    Ok(Some(Arc::new(trace)))
 }
 
 /// Both directions' counters for `generation`, in direction order; None on timeout.

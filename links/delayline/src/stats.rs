@@ -1,5 +1,6 @@
 //! Per-direction counters, the lateness histogram and the JSON stats file.
 
+use crate::delaytrace::DelayTrace;
 use crate::pairs::FifoMap;
 use crate::queue::{QueueConfig, QueueStats};
 use std::collections::BTreeMap;
@@ -264,18 +265,48 @@ pub struct DirConfig {
     pub queue: Option<QueueConfig>,
     /// The default delay (FIFO 0) and the per-pair delays.
     pub fifos: FifoMap,
+    /// A delay that steps over time, added to every FIFO's (None: fixed delays).
+    pub delay_trace: Option<TracedDelay>,
+}
+
+/// A direction's delay trace as the stats file names it: where the steps count from.
+#[derive(Clone, Debug)]
+pub struct TracedDelay {
+    pub file: String,
+    pub epoch_mono_ns: i64,
+    pub period_ms: i64,
+    pub max_extra_us: f64,
+}
+
+impl TracedDelay {
+    pub fn new(path: &std::path::Path, trace: Option<&DelayTrace>, epoch_mono_ns: i64) -> TracedDelay {
+        TracedDelay {
+            file: path.display().to_string(),
+            epoch_mono_ns,
+            period_ms: trace.map_or(0, |t| t.period_ns() / 1_000_000),
+            max_extra_us: trace.map_or(0.0, |t| t.max_extra_ns() as f64 / 1_000.0),
+        }
+    }
+
+    fn json(&self) -> String {
+        format!(
+            "{{\"file\": {:?}, \"epoch_mono_ns\": {}, \"period_ms\": {}, \"max_extra_us\": {}}}",
+            self.file, self.epoch_mono_ns, self.period_ms, self.max_extra_us
+        )
+    }
 }
 
 impl DirConfig {
     fn json(&self) -> String {
         let us: Vec<String> = self.fifos.delays_ns().iter().map(|d| format!("{}", *d as f64 / 1_000.0)).collect();
         format!(
-            "{{\"delay_us\": {}, \"ring_bytes\": {}, \"queue\": {}, \"pair_delays\": {}, \"fifo_delays_us\": [{}]}}",
+            "{{\"delay_us\": {}, \"ring_bytes\": {}, \"queue\": {}, \"pair_delays\": {}, \"fifo_delays_us\": [{}], \"delay_trace\": {}}}",
             self.fifos.delays_ns()[0] as f64 / 1_000.0,
             self.ring_bytes,
             self.queue.as_ref().map_or("null".to_string(), |q| q.json()),
             self.fifos.pairs(),
-            us.join(", ")
+            us.join(", "),
+            self.delay_trace.as_ref().map_or("null".to_string(), |t| t.json())
         )
     }
 }
@@ -326,8 +357,8 @@ mod tests {
 
     fn configs() -> Vec<DirConfig> {
         vec![
-            DirConfig { ring_bytes: 10, queue: None, fifos: FifoMap::new(1_000, &vec![]) },
-            DirConfig { ring_bytes: 20, queue: None, fifos: FifoMap::new(2_000, &vec![((1, 2), 5_000)]) },
+            DirConfig { ring_bytes: 10, queue: None, fifos: FifoMap::new(1_000, &vec![]), delay_trace: None },
+            DirConfig { ring_bytes: 20, queue: None, fifos: FifoMap::new(2_000, &vec![((1, 2), 5_000)]), delay_trace: None },
         ]
     }
 
@@ -403,7 +434,12 @@ mod tests {
         assert!(j.contains("\"elapsed_s\": 1.500000,"), "{}", j);
         assert!(j.contains("\"lateness_fine_us\": [[7, 1]]"), "{}", j);
         assert!(j.contains("\"lateness_fine_us\": []"), "{}", j);
-        assert!(j.contains("\"b_to_a_config\": {\"delay_us\": 2, \"ring_bytes\": 20, \"queue\": null, \"pair_delays\": 1, \"fifo_delays_us\": [2, 5]}"), "{}", j);
+        assert!(j.contains("\"b_to_a_config\": {\"delay_us\": 2, \"ring_bytes\": 20, \"queue\": null, \"pair_delays\": 1, \"fifo_delays_us\": [2, 5], \"delay_trace\": null}"), "{}", j);
+        let mut traced = configs();
+        let steps = DelayTrace::parse("15000 4000\n15000 9500\n").unwrap();
+        traced[0].delay_trace = Some(TracedDelay::new(Path::new("/t/leo.delays"), Some(&steps), 42));
+        let j = to_json(&[DirStats::new("a_to_b")], &traced, STAMP);
+        assert!(j.contains("\"delay_trace\": {\"file\": \"/t/leo.delays\", \"epoch_mono_ns\": 42, \"period_ms\": 30000, \"max_extra_us\": 9500}"), "{}", j);
         let j = to_json(&[DirStats::new("a_to_b")], &configs(), Stamp { generation: 4, final_: true, elapsed_s: 0.0 });
         assert!(j.contains("\"final\": true,"), "{}", j);
     }
