@@ -61,16 +61,6 @@ class DelayTrace:
         boundary = self._starts_ms[i] if i < len(self.steps) else self.period_ms
         return (loops * self.period_ms + boundary - t_ms) / 1000.0
 
-    def steps_between(self, t0_s: float, t1_s: float) -> list[tuple[float, float]]:
-        """(time after the epoch in s, extra ms) at t0_s and at every step until t1_s."""
-        out = [(t0_s, self.extra_ms(t0_s))]
-        t = t0_s
-        while True:
-            t += self.next_step_s(t)
-            if t > t1_s:
-                return out
-            out.append((round(t, 6), self.extra_ms(t + 1e-9)))
-
     @property
     def low_ms(self) -> float:
         return min(us for _, us in self.steps) / 1000.0

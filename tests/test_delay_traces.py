@@ -23,7 +23,6 @@ def test_steps_loop_and_say_when_the_next_one_comes():
     assert t.next_step_s(0) == pytest.approx(1.0)
     assert t.next_step_s(1.0) == pytest.approx(0.5)
     assert t.next_step_s(1.7) == pytest.approx(0.8)
-    assert t.steps_between(0.5, 3.1) == [(0.5, 5), (1.0, 0), (1.5, 5), (2.5, 0), (3.0, 5)]
     assert delaytraces.parse(t.text("header")) == t
 
 
