@@ -28,7 +28,7 @@ def _doc(obj) -> str:
 
 def profiles_page() -> str:
     from links.profiles import load_profiles
-    rows = [[f"`{p.name}`", p.topology, p.access, f"{p.down_mbps:g}", f"{p.up_mbps:g}", f"{p.rtt_ms:g}",
+    rows = [[f"`{p.name}`", p.topology, p.access, f"{p.down_mbps:g}", f"{p.up_mbps:g}", p.rtt_label,
              p.buffer_packets("down"), f"{p.bdp_packets('down'):.0f}", p.mtu, p.source]
             for p in load_profiles().values()]
     return ("# Link profiles\n\nThe access paths startlab emulates, from `links/profiles.yaml` "

@@ -122,7 +122,7 @@ def cmd_list(args) -> int:
         def rate(p, direction: str) -> str:
             mbps = p.rate_bps(direction) / 1e6
             return f"{mbps:.4g} (trace)" if p.trace_path(direction) else f"{mbps:g}"
-        rows = [[p.name, p.topology, rate(p, "down"), rate(p, "up"), f"{p.rtt_ms:g}",
+        rows = [[p.name, p.topology, rate(p, "down"), rate(p, "up"), p.rtt_label,
                  p.buffer_packets("down"), f"{p.bdp_packets('down'):.0f}", p.mtu, p.source]
                 for p in profiles.values()]
         print(text_table(["profile", "topology", "down Mbit/s", "up Mbit/s", "RTT ms",

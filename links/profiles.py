@@ -90,6 +90,11 @@ class LinkProfile:
     def has_delay_trace(self) -> bool:
         return self.delay_trace_down is not None or self.delay_trace_up is not None
 
+    @property
+    def rtt_label(self) -> str:
+        """The RTT as tables show it: the minimum, and whether a delay trace adds steps to it."""
+        return f"{self.rtt_ms:g} + steps" if self.has_delay_trace else f"{self.rtt_ms:g}"
+
     def loss(self, direction: str) -> float:
         return {"down": self.loss_down, "up": self.loss_up}[direction]
 
