@@ -227,8 +227,10 @@ def _metadata(campaign: dict[str, Any], records: list[RunRecord], root: Path) ->
         return ", ".join(str(x) for x in campaign.get(key) or []) or "–"
 
     sizes = campaign.get("sizes") or [None]
+    per_profile = campaign.get("profile_sizes") or {}
     sweep = campaign.get("sweep") or {}
-    expected = (len(campaign.get("profiles") or []) * len(sizes) * len(campaign.get("variants") or [])
+    cells = sum(len(per_profile.get(p, sizes)) for p in campaign.get("profiles") or [])
+    expected = (cells * len(campaign.get("variants") or [])
                 * max(1, len(sweep.get("values") or [])) * int(campaign.get("reps") or 0))
     flagged = sum(1 for r in records if flow_checks.emulator_flags(r.meta))
     return [
@@ -239,7 +241,8 @@ def _metadata(campaign: dict[str, Any], records: list[RunRecord], root: Path) ->
         ("baseline", str(campaign.get("baseline") or "none")),
         ("variants", listed("variants")),
         ("profiles", listed("profiles")),
-        ("sizes", ", ".join(size_text(s) for s in campaign.get("sizes") or []) or "–"),
+        ("sizes", "; ".join(f"{p}: " + ", ".join(size_text(s) for s in per_profile[p]) for p in per_profile)
+         or ", ".join(size_text(s) for s in campaign.get("sizes") or []) or "–"),
         ("repetitions", str(campaign.get("reps", "?"))),
         ("finished runs", f"{len(records)} of {expected}" if expected else str(len(records))),
         ("runs the emulator flagged", f"{flagged} of {len(records)}"),

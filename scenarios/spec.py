@@ -70,6 +70,13 @@ class Scenario:
     overrides: dict = field(default_factory=dict)
     sweep: Sweep | None = None
     shaper: Shaper = field(default_factory=Tbf)
+    # Sizes per profile where the file gives them as a mapping: a size that means a few BDPs
+    # on one path means thirty on another, and a campaign's wall time goes where it matters.
+    profile_sizes: dict[str, list[int]] = field(default_factory=dict)
+
+    def sizes_for(self, profile: str) -> list[int]:
+        """The object sizes run on `profile`."""
+        return self.profile_sizes.get(profile, self.sizes)
 
     @property
     def hash(self) -> str:
@@ -81,8 +88,8 @@ class Scenario:
         """All runs in a seeded random order, grouped by profile so a network is built once
         per profile (the order within a profile stays random)."""
         points = [(self.sweep.param, x) for x in self.sweep.values] if self.sweep else [None]
-        sizes = self.sizes if self.workload.sized else [None]
-        runs = [Run(p.name, s, v, r, w) for p in self.profiles for s in sizes for w in points
+        runs = [Run(p.name, s, v, r, w) for p in self.profiles
+                for s in (self.sizes_for(p.name) if self.workload.sized else [None]) for w in points
                 for v in self.variants for r in range(1, self.reps + 1)]
         random.Random(self.seed).shuffle(runs)
         order = {p.name: i for i, p in enumerate(self.profiles)}
@@ -130,6 +137,8 @@ class Scenario:
                 "description": self.description, "paper": self.paper, "baseline": self.baseline,
                 "variants": list(self.variants), "profiles": [p.name for p in self.profiles],
                 "sizes": self.sizes if self.workload.sized else [], "reps": self.reps, "seed": self.seed,
+                "profile_sizes": {p.name: self.profile_sizes[p.name] for p in self.profiles
+                                  if p.name in self.profile_sizes},
                 "workload": self.workload.name, "workload_params": self.workload_params,
                 "overrides": self.overrides,
                 "sweep": {"param": self.sweep.param, "values": self.sweep.values} if self.sweep else None,
@@ -259,7 +268,8 @@ SCENARIO_FIELDS = {
     "description": "one line on what the campaign compares",
     "paper": "the paper (and figure or table) the campaign reproduces",
     "profiles": "link profiles to run on (docs/reference/profiles.md)",
-    "sizes": "object sizes, e.g. [70KB, 2MB], for a sized workload",
+    "sizes": "object sizes, e.g. [70KB, 2MB], for a sized workload; or per profile, a mapping "
+             "of every profile to its list (e.g. {dsl-fast: [10KB, 1MB], geo-sat: [1MB]})",
     "workload": "`kind:` a workload (docs/reference/workloads.md) and its parameters",
     "variants": "variant names from the catalogue (docs/reference/variants.md), or definitions of "
                 "the scenario's own (a list item with `name`, `summary` and `server`/`client`/`router` roles)",
@@ -299,13 +309,9 @@ def load_scenario(path: Path | str) -> Scenario:
     variants = _variants(path, top)
     workload, params = _workload(top.sub("workload"), set(VARIANTS) | set(variants))
     _check_variants(top, workload, params, variants)
-    sizes = []
+    sizes, profile_sizes = [], {}
     if workload.sized:
-        for item in top.list("sizes"):
-            try:
-                sizes.append(parse_size(item))
-            except ValueError as exc:
-                raise top.error("sizes", str(exc)) from None
+        sizes, profile_sizes = _sizes(top, [p.name for p in profiles])
     elif top.has("sizes"):
         raise top.error("sizes", f"workload {workload.name} takes no object sizes")
     baseline = top.text("baseline", next(iter(variants)))
@@ -317,9 +323,31 @@ def load_scenario(path: Path | str) -> Scenario:
         workload_params=params, variants=variants, baseline=baseline,
         reps=int(top.number("repetitions", 1, low=1, high=10000, integer=True)),
         seed=int(top.number("seed", 1, low=0, high=2 ** 32, integer=True)),
-        text_hash=hashlib.sha256(path.read_bytes()).hexdigest(),
+        text_hash=hashlib.sha256(path.read_bytes()).hexdigest(), profile_sizes=profile_sizes,
         sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None,
         shaper=_shaper(top.sub("shaper"), profiles) if top.has("shaper") else shapers.default_for(profiles))
+
+
+def _size_list(fields: Fields, key: str) -> list[int]:
+    try:
+        return [parse_size(item) for item in fields.list(key)]
+    except ValueError as exc:
+        raise fields.error(key, str(exc)) from None
+
+
+def _sizes(top: Fields, profiles: list[str]) -> tuple[list[int], dict[str, list[int]]]:
+    """`sizes:` as one list for every profile, or a mapping of each profile to its own:
+    (every size, from the smallest where a mapping names them; the per-profile lists or {})."""
+    if not isinstance(top.data.get("sizes"), dict):
+        return _size_list(top, "sizes"), {}
+    per = top.sub("sizes")
+    per.unknown(set(profiles))
+    missing = [p for p in profiles if not per.has(p)]
+    if missing:
+        raise top.error("sizes", f"no sizes for profile(s) {', '.join(missing)} (a mapping names every profile)")
+    profile_sizes = {p: _size_list(per, p) for p in profiles}
+    union = sorted({s for p in profiles for s in profile_sizes[p]})
+    return union, profile_sizes
 
 
 def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, variants: str | None,
@@ -341,6 +369,7 @@ def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, varia
             sc.sizes = [parse_size(s) for s in _split(sizes)]
         except ValueError as exc:
             raise UserError(f"--sizes: {exc}") from None
+        sc.profile_sizes = {}                   # the command line's sizes hold on every profile
         sc.overrides["sizes"] = sc.sizes
     if variants:
         chosen_v = {}

@@ -127,6 +127,36 @@ def test_missing_scenario_file_lists_shipped_ones(tmp_path):
     assert "smoke" in str(exc.value) and "blitzstart-table1" in str(exc.value)
 
 
+PER_PROFILE = GOOD.replace("profiles: [dsl-fast]", "profiles: [dsl-fast, geo-sat]").replace(
+    "sizes: [70KB]", "sizes:\n  dsl-fast: [10KB, 1MB]\n  geo-sat: [1MB]")
+
+
+def test_sizes_per_profile_shape_the_run_matrix(tmp_path):
+    sc = load_scenario(write(tmp_path, PER_PROFILE))
+    assert sc.sizes == [10_000, 1_000_000] and sc.sizes_for("geo-sat") == [1_000_000]
+    cells = {(r.profile, r.size_bytes) for r in sc.runs()}
+    assert cells == {("dsl-fast", 10_000), ("dsl-fast", 1_000_000), ("geo-sat", 1_000_000)}
+    assert len(sc.runs()) == 3 * 2 * 2                 # cells × variants × repetitions
+    assert sc.record()["profile_sizes"] == {"dsl-fast": [10_000, 1_000_000], "geo-sat": [1_000_000]}
+    narrowed = apply_overrides(load_scenario(write(tmp_path, PER_PROFILE)), "geo-sat", None, None, None)
+    assert narrowed.record()["profile_sizes"] == {"geo-sat": [1_000_000]}
+    every = apply_overrides(load_scenario(write(tmp_path, PER_PROFILE)), None, "70KB", None, None)
+    assert {(r.profile, r.size_bytes) for r in every.runs()} == {("dsl-fast", 70_000), ("geo-sat", 70_000)}
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ("  geo-sat: [1MB]", "  geo-sat: [1XB]", "6: sizes.geo-sat: '1XB' is not a size"),
+    ("  geo-sat: [1MB]", "  lte: [1MB]", "6: sizes.lte: unknown field (known: dsl-fast, geo-sat)"),
+    ("  geo-sat: [1MB]\n", "", "4: sizes: no sizes for profile(s) geo-sat"),
+])
+def test_bad_per_profile_sizes_name_the_profile(tmp_path, old, new, where):
+    assert old in PER_PROFILE
+    path = write(tmp_path, PER_PROFILE.replace(old, new))
+    with pytest.raises(UserError) as exc:
+        load_scenario(path)
+    assert f"{path}:{where}" in str(exc.value), str(exc.value)
+
+
 SWEPT = GOOD.replace("repetitions: 2", """repetitions: 2
 sweep:
   param: long_load
