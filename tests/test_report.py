@@ -69,7 +69,9 @@ def make_campaign(root: Path, variants=("slowstart", "blitz", "cautious"), sizes
                         "short": {"fct_s": BASE_FCT[size] + FCT_OFFSET[variant] + rep * 0.001,
                                   "bytes": size + loss * 1448, "lost_pkts": loss, "retx_pkts": loss,
                                   "inflation": (size + loss * 1448) / size},
-                        "long": {"bytes": 5_000_000, "retx_pkts": 2, "lost_pkts": 2} if long_flow else None,
+                        "long": {"bytes": 5_000_000, "retx_pkts": 2, "lost_pkts": 2,
+                                 "dip": 0.4 + 0.01 * rep if variant == "blitz" else 0.2}
+                        if long_flow else None,
                         "fairness_ratio": 0.5 + 0.1 * rep if long_flow else None,
                         "throughput": {"t": [0.0, 0.1, 0.2], "short_mbps": [0.0, 10.0, 12.0],
                                        "long_mbps": [25.0, 15.0, 13.0] if long_flow else [0.0, 0.0, 0.0],
@@ -182,6 +184,13 @@ def test_csv_comparison_by_hand(full):
     assert float(loss["ratio"]) == pytest.approx(11.5 / 1.5) and loss["significant"] == "true"
     assert row_of(figures, "dsl", 70_000, "blitz", "fct") == {**blitz_figure(blitz), "value": ""}
 
+    # the long flow's dip: blitz 0.40 … 0.43 against the baseline's 0.2 in every run
+    dips = {f["figure"]: f["value"] for f in figures
+            if (f["profile"], f["size_bytes"], f["variant"]) == ("dsl", "70000", "blitz")}
+    assert float(dips["long_dip_mean"]) == pytest.approx(0.415)
+    assert float(dips["long_dip_diff"]) == pytest.approx(0.215) and dips["long_dip_significant"] == "true"
+    assert "42% (+22 pts*)" in (full / "report.md").read_text()
+
     cautious = row_of(rows, "dsl", 70_000, "cautious")
     assert cautious["significant"] == "true" and cautious["within_one_rtt"] == "true"
     loss = row_of(figures, "dsl", 70_000, "cautious", "loss")
@@ -233,6 +242,8 @@ def test_no_competing_flow_leaves_fairness_empty(tmp_path):
     write_report(root)
     _, rows = read_csv(root / "summary.csv")
     assert [r["fairness_median"] for r in rows] == ["", "", ""]
+    _, figures = read_csv(root / "figures.csv")
+    assert {f["value"] for f in figures if f["figure"].startswith("long_dip")} <= {""}
     assert "slowstart" in (root / "report.html").read_text()
 
 

@@ -219,6 +219,13 @@ def lost(r: RunRecord) -> float:
     return r.metrics["short"]["lost_pkts"]
 
 
+def long_dips(runs: list[RunRecord]) -> list[float]:
+    """The long flow's throughput dip in each run that had one (a faster start that takes
+    the other flow's rate is not free); empty without a long flow."""
+    return [r.metrics["long"]["dip"] for r in runs
+            if (r.metrics.get("long") or {}).get("dip") is not None]
+
+
 FCT = Compared(column="fct", name="fct_s", label="FCT", unit="s", get=fct, rtt_floor=True)
 LOSS = Compared(column="loss", name="lost_pkts", label="loss", unit="pkts", get=lost)
 
@@ -226,10 +233,13 @@ COLUMNS = [
     "fct_mean_s", "fct_median_s", "fct_ci_low_s", "fct_ci_high_s",
     "loss_mean_pkts", "retx_mean_pkts", "fairness_median",
     "loss_median_pkts", "inflation_mean",
+    # the long flow's throughput while the object loads against the RTT before it: 1 − during/before
+    "long_dip_mean",
     # comparison with the baseline at the same (profile, size); empty for the baseline
     "fct_diff_s", "fct_diff_ci_low_s", "fct_diff_ci_high_s", "fct_ratio",
     "fct_significant", "fct_within_one_rtt",
     "loss_diff_pkts", "loss_ratio", "loss_significant",
+    "long_dip_diff", "long_dip_significant",
     "anova_fct_p",
     # the profile's configured figures, for reading the above
     "rtt_s", "rate_bps",
@@ -241,7 +251,7 @@ COLUMNS = [
 ]
 
 HEADERS = ["profile", "size", "variant", "runs", "FCT mean", "FCT 95% CI", "FCT median",
-           "loss mean", "loss median", "retx mean", "fairness median", "inflation",
+           "loss mean", "loss median", "retx mean", "fairness median", "inflation", "long-flow dip",
            "ΔFCT vs baseline", "ANOVA p"]
 
 CAPTIONS = {
@@ -292,6 +302,7 @@ class CompetingAnalysis(WorkloadAnalysis):
             "fairness_median": stats.median(fairness) if fairness else None,
             "loss_median_pkts": stats.median(loss),
             "inflation_mean": stats.mean(inflation) if inflation else None,
+            "long_dip_mean": stats.mean(long_dips(runs)) if long_dips(runs) else None,
             **quickstart.quickstart_figures([r.metrics.get("quickstart") for r in runs]),
             "utilisation_mean": stats.mean([u["utilisation"] for u in use]) if use else None,
             "drop_rate_mean": stats.mean([u["drop_rate"] for u in use]) if use else None,
@@ -300,6 +311,8 @@ class CompetingAnalysis(WorkloadAnalysis):
     def compare(self, runs: list[RunRecord], base: list[RunRecord]) -> Row:
         d_fct = stats.welch_difference([fct(r) for r in runs], [fct(r) for r in base])
         d_loss = stats.welch_difference([lost(r) for r in runs], [lost(r) for r in base])
+        dips, base_dips = long_dips(runs), long_dips(base)
+        d_dip = stats.welch_difference(dips, base_dips) if dips and base_dips else None
         return {
             "fct_diff_s": d_fct.diff,
             "fct_diff_ci_low_s": d_fct.ci[0] if d_fct.ci else None,
@@ -310,6 +323,8 @@ class CompetingAnalysis(WorkloadAnalysis):
             "loss_diff_pkts": d_loss.diff,
             "loss_ratio": stats.ratio_of_means([lost(r) for r in runs], [lost(r) for r in base]),
             "loss_significant": d_loss.significant,
+            "long_dip_diff": d_dip.diff if d_dip else None,
+            "long_dip_significant": d_dip.significant if d_dip else None,
         }
 
     def display(self, row: Row) -> list[str]:
@@ -321,7 +336,8 @@ class CompetingAnalysis(WorkloadAnalysis):
             format_packets(row["loss_mean_pkts"]), format_packets(row["loss_median_pkts"]),
             format_packets(row["retx_mean_pkts"]),
             "" if row["fairness_median"] is None else f"{row['fairness_median']:.2f}",
-            "" if row["inflation_mean"] is None else f"{row['inflation_mean']:.3f}", change_text(row, FCT),
+            "" if row["inflation_mean"] is None else f"{row['inflation_mean']:.3f}", dip_text(row),
+            change_text(row, FCT),
             "" if row["anova_fct_p"] is None else f"{row['anova_fct_p']:.3g}",
         ]
 
@@ -339,6 +355,17 @@ class CompetingAnalysis(WorkloadAnalysis):
                     "–" if r["qs_bytes_mean"] is None else f"{r['qs_bytes_mean'] / 1000:.1f} KB"]
                    for r in rows if r.get("qs_requested_ratio") is not None]
         return [Section("Quick-Start", quickstart.QS_HEADERS, qs_rows, quickstart.QS_NOTE)] if qs_rows else []
+
+
+def dip_text(row: Row) -> str:
+    """'38 % (+12 pts*)': the long flow's mean dip and its change from the baseline's in
+    percentage points (* where the Welch interval excludes 0)."""
+    if row.get("long_dip_mean") is None:
+        return ""
+    text = f"{row['long_dip_mean']:.0%}"
+    if row.get("long_dip_diff") is not None:
+        text += f" ({100 * row['long_dip_diff']:+.0f} pts{'*' if row.get('long_dip_significant') else ''})"
+    return text
 
 
 # ---------------------------------------------------------------- figures
