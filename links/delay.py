@@ -65,6 +65,8 @@ def ring_bytes(rate_bps: float | None, delay_s: float) -> int:
 
 QUEUE_POLICIES = ("droptail", "pushout", "red")
 AF13 = 14                           # DSCP of the default low-priority class
+# The line's a side faces the clients: a→b carries client → server (up), b→a the other way.
+LINE_DIRECTION = {"up": "ab", "down": "ba"}
 
 
 @dataclass(frozen=True)
@@ -398,8 +400,12 @@ class DelayLine(DelayBackend):
         self.stderr_path: Path | None = None
         self.generation = 0                 # newest stats generation read
         self.delay_traces: dict[str, delaytraces.DelayTrace] = {}   # 'ab'/'ba' → its delay trace
-        self.delay_trace_epoch = 0.0        # CLOCK_MONOTONIC s the traces' steps count from
-        self.delay_trace_epoch_ns = 0       # the same in ns, as the line was given it
+        self.delay_trace_epoch_ns = 0       # CLOCK_MONOTONIC ns the traces' steps count from
+
+    @property
+    def delay_trace_epoch(self) -> float:
+        """The traces' epoch in CLOCK_MONOTONIC seconds."""
+        return self.delay_trace_epoch_ns / 1e9
 
     def command(self, intf_a: str, intf_b: str, delay_ab_s: float, delay_ba_s: float,
                 ring_ab: int, ring_ba: int, stats: Path, queue_ab: LineQueue | None = None,
@@ -442,20 +448,18 @@ class DelayLine(DelayBackend):
             if table:
                 tables[direction] = workdir / f"delayline-pairs-{direction}.txt"
                 tables[direction].write_text(pair_delay_text(table))
-        self.delay_traces = {d: delaytraces.read(p) for d, p in (("ab", delay_trace_ab), ("ba", delay_trace_ba)) if p}
+        trace_paths = {d: p for d, p in (("ab", delay_trace_ab), ("ba", delay_trace_ba)) if p}
+        self.delay_traces = {d: delaytraces.read(p) for d, p in trace_paths.items()}
         # The steps count from now; the line is given this epoch, so the extra delay at any
         # moment is known here (extra_delay_ms).
-        epoch_ns = time.monotonic_ns()
-        self.delay_trace_epoch_ns = epoch_ns
-        self.delay_trace_epoch = epoch_ns / 1e9
+        self.delay_trace_epoch_ns = time.monotonic_ns()
         extra = {d: t.high_ms / 1e3 for d, t in self.delay_traces.items()}
         cmd = self.command(intf_a, intf_b, delay_ab_s, delay_ba_s,
                            line_ring_bytes(rate_ab_bps, longest_delay(delay_ab_s, pair_delays_ab) + extra.get("ab", 0), queue_ab),
                            line_ring_bytes(rate_ba_bps, longest_delay(delay_ba_s, pair_delays_ba) + extra.get("ba", 0), queue_ba),
                            self.stats_path, queue_ab=queue_ab, queue_ba=queue_ba,
                            pairs_ab=tables["ab"], pairs_ba=tables["ba"],
-                           delay_traces={d: p for d, p in (("ab", delay_trace_ab), ("ba", delay_trace_ba)) if p},
-                           delay_trace_epoch_ns=epoch_ns)
+                           delay_traces=trace_paths, delay_trace_epoch_ns=self.delay_trace_epoch_ns)
         with open(self.stderr_path, "wb") as err:
             self.proc = node.popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
         instance.add_process(self.proc.pid, "delayline")

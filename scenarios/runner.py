@@ -154,8 +154,9 @@ def check_path(net: Network, rtts_ms: dict | None, host_rec: dict | None) -> dic
     n = net.names
     settle(net)
     # A path whose delay steps (a delay trace): ping within one step, against that step's RTT.
-    if net.next_delay_step_s(time.monotonic()) < DELAY_STEP_MARGIN_S:
-        time.sleep(net.next_delay_step_s(time.monotonic()) + 0.05)
+    to_step = net.next_delay_step_s(time.monotonic())
+    if to_step < DELAY_STEP_MARGIN_S:
+        time.sleep(to_step + 0.05)
     before = (net.monitor.snapshot() if net.monitor else None, net.delay_snapshot())
     configured = (rtts_ms or {}).get((1, 1), round(net.rtt_at_ms(time.monotonic()), 3))
     path = path_rtt(net.host(n.client(1)), n.server_ip(1), configured,

@@ -296,15 +296,12 @@ class Network:
         return {"delay_trace_ab": self.profile.delay_trace_path("up"),
                 "delay_trace_ba": self.profile.delay_trace_path("down")}
 
-    # The delay line's a→b carries client → server (up), b→a the other way (down).
-    LINE_DIRECTION = {"up": "ab", "down": "ba"}
-
     def extra_delay_ms(self, direction: str, at_s: float) -> float:
         """The delay trace's extra one-way delay of `direction` ('up'/'down') at monotonic
         `at_s` (0 without one): the profile's path at that moment is rtt_ms plus both."""
         if not self.profile.has_delay_trace or not self.delays:
             return 0.0
-        return self.delays[0][1].extra_delay_ms(self.LINE_DIRECTION[direction], at_s)
+        return self.delays[0][1].extra_delay_ms(delay.LINE_DIRECTION[direction], at_s)
 
     def rtt_at_ms(self, at_s: float) -> float:
         """The path's base RTT at monotonic `at_s`: the profile's plus the delay traces' steps."""

@@ -1,7 +1,7 @@
 """The bottleneck queue inside the delay line, with drop policies tbf cannot offer."""
 from __future__ import annotations
 
-from links.delay import AF13, QUEUE_POLICIES, LineQueue
+from links.delay import AF13, LINE_DIRECTION, QUEUE_POLICIES, LineQueue
 from links.shapers import Queue, Shaper
 
 
@@ -46,8 +46,8 @@ class DelayLineQueue(Shaper):
 
     @staticmethod
     def line_direction(direction: str) -> str:
-        """The delay line's a→b runs client → server (its a side faces the clients)."""
-        return "ab" if direction == "up" else "ba"
+        """The delay line's side a `direction` ('up'/'down') runs on (links.delay.LINE_DIRECTION)."""
+        return LINE_DIRECTION[direction]
 
     def install(self, net, names, profile, hop, direction) -> Queue:
         queue = LineQueue(rate_bps=profile.rate_bps(direction), limit_bytes=profile.buffer_bytes(direction),
