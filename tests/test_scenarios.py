@@ -114,8 +114,14 @@ def test_inline_variant_definition(tmp_path):
      "7: workload.rate_factor: a change between two fetches needs a first fetch: prior_bytes > 0"),
 ])
 def test_bad_scenario_names_file_line_field_and_expectation(tmp_path, old, new, where):
-    assert old in GOOD
-    path = write(tmp_path, GOOD.replace(old, new))
+    assert_refused(tmp_path, GOOD, old, new, where)
+
+
+def assert_refused(tmp_path, good: str, old: str, new: str, where: str) -> None:
+    """`good` with `old` replaced by `new` is refused, naming the file and `where`
+    (line: field: expectation)."""
+    assert old in good
+    path = write(tmp_path, good.replace(old, new))
     with pytest.raises(UserError) as exc:
         load_scenario(path)
     assert f"{path}:{where}" in str(exc.value), str(exc.value)
@@ -150,11 +156,7 @@ def test_sizes_per_profile_shape_the_run_matrix(tmp_path):
     ("  geo-sat: [1MB]\n", "", "4: sizes: no sizes for profile(s) geo-sat"),
 ])
 def test_bad_per_profile_sizes_name_the_profile(tmp_path, old, new, where):
-    assert old in PER_PROFILE
-    path = write(tmp_path, PER_PROFILE.replace(old, new))
-    with pytest.raises(UserError) as exc:
-        load_scenario(path)
-    assert f"{path}:{where}" in str(exc.value), str(exc.value)
+    assert_refused(tmp_path, PER_PROFILE, old, new, where)
 
 
 SWEPT = GOOD.replace("repetitions: 2", """repetitions: 2
@@ -191,11 +193,7 @@ def test_sweep_is_a_dimension_of_the_run_matrix(tmp_path):
     ("long_streams: 4", "long_streams: 0", "7: workload.long_streams: 0 is below the minimum 1"),
 ])
 def test_bad_sweep_names_file_line_field_and_expectation(tmp_path, old, new, where):
-    assert old in SWEPT
-    path = write(tmp_path, SWEPT.replace(old, new))
-    with pytest.raises(UserError) as exc:
-        load_scenario(path)
-    assert f"{path}:{where}" in str(exc.value), str(exc.value)
+    assert_refused(tmp_path, SWEPT, old, new, where)
 
 
 def test_every_workload_has_its_analysis_and_every_analysis_its_workload():
