@@ -27,7 +27,8 @@ from machine.errors import UserError
 from hosts.apps import Iperf3Server, iperf3_reverse_client
 from machine import host
 from machine.host import HostTiming
-from hosts.ping import PING_FRAME_BYTES, percentile, ping_output, ping_rtts, rtt_matches, samples, summary, timed_samples
+from hosts.ping import (PING_FRAME_BYTES, percentile, ping_output, ping_rtts, ping_tail_flags, rtt_figures,
+                        rtt_matches, samples, summary, timed_samples)
 from hosts.process import NodeProcess
 from links.hostfit import LATE_P99_US, EmulatorTuning, delay_flags, rate_flags, verdict
 from topologies.network import Network
@@ -243,7 +244,9 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
         ping_rtts(client, n.server_ip(1), 1, 0.2)
         interval = max(0.01, min(0.05, profile.rtt_s / 10))
         traced = built.has_delay_trace
+        before = net.monitor.snapshot() if net.monitor else None
         out = ping_output(client, n.server_ip(1), pings, interval, timestamps=traced)
+        ping_window = host.interval(before, net.monitor.snapshot()) if net.monitor else None
         # A path whose delay steps: each sample less its step's extra delay, held to rtt_ms.
         rtts, exact = (untraced(net, timed_samples(out)), None) if traced else (samples(out), summary(out))
         for direction in ("down", "up"):
@@ -271,7 +274,10 @@ def _measure(profile: LinkProfile, built: LinkProfile, delay_backend: str, pings
                     "wall_s": time.monotonic() - t0}, exact["avg"] if exact else None, queued_ms)
     result["shaper"] = shaper_name
     calibration = tuning.host if tuning else None
-    explain(result, profile, calibration, net.host_timing, net.host_flags())
+    # The base RTT's mean pulled off by a stall of the host while the pings ran is the host's.
+    tail = ping_tail_flags(rtt_figures(rtts, profile.rtt_ms, exact, queued_ms), ping_window) \
+        if not result["checks"]["rtt"] else []
+    explain(result, profile, calibration, net.host_timing, net.host_flags() + tail)
     result["emulator_tuning"] = tuning.as_record() if tuning else None
     return result
 

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from analysis.runs import analyze_run
-from hosts.ping import PING_FRAME_BYTES, pair_rtts, path_rtt
+from hosts.ping import PING_FRAME_BYTES, pair_rtts, path_rtt, ping_tail_flags
 from hosts.session import RunSession
 from hosts.workloads.base import WorkloadError
 from machine import host
@@ -172,12 +172,16 @@ def check_path(net: Network, rtts_ms: dict | None, host_rec: dict | None) -> dic
     off = {k: v for k, v in (path.get("pairs") or {}).items() if not v["ok"]}
     if not off:
         return path
-    figures = ", ".join(f"{k} mean {v['rtt_mean_ms']} ms (min {v.get('rtt_min_ms')}) for {v['rtt_expected_ms']}"
-                        for k, v in list(off.items())[:3])
+    figures = ", ".join(f"{k} mean {v['rtt_mean_ms']} ms (min {v.get('rtt_min_ms')}, {v['rtt_late']['late']} of "
+                        f"{v['rtt_samples']} pings late) for {v['rtt_expected_ms']}" for k, v in list(off.items())[:3])
     more = f" and {len(off) - 3} more" if len(off) > 3 else ""
+    # A pair's mean pulled off by a host stall the monitor measured is the host's.
+    tails = {k: ping_tail_flags(v, window) for k, v in off.items()}
+    if not path["host_flags"] and all(tails.values()):
+        path["host_flags"] = [f"{k}: {flag}" for k, flags in tails.items() for flag in flags]
     if not path["host_flags"]:
-        raise UserError(f"per-pair base RTTs not as declared ({figures}{more}) while the host was punctual: "
-                        "the delay line is suspect")
+        raise UserError(f"per-pair base RTTs not as declared ({figures}{more}) while the host was punctual "
+                        f"({window.describe() if window else 'no monitor'}): the delay line is suspect")
     problem = HostUnfit(f"per-pair base RTTs not as declared ({figures}{more}): {'; '.join(path['host_flags'])}. "
                         f"Run again on a quieter host, or with {hostcheck.ALLOW_FLAG} (every run is flagged)")
     if host_rec is not None and host_rec.get("allow_unfit"):

@@ -122,6 +122,31 @@ def test_lateness_is_put_on_the_host_only_where_something_measured_it_late():
 HOG = (3000, 10000)        # SCHED_FIFO above the emulator, busy 3 ms of every 10 on each CPU
 
 
+def test_a_mean_pulled_off_by_a_stall_is_the_hosts_and_a_shifted_path_is_not():
+    """One or two pings a host stall held up pull a mean of ten off; the other pings are as
+    declared and the monitor measured a stall as long: the host's. Every ping late (a path
+    whose delay is off), or a tail longer than the stall measured, or a host without a stall:
+    not explained (then the delay line is suspect)."""
+    from hosts.ping import ping_tail_flags, rtt_figures
+    expected = 97.596
+    pings = [97.9, 98.0, 97.9, 109.3, 98.1, 97.9, 98.0, 98.0, 97.9, 98.0]
+    tail = rtt_figures(pings, expected)
+    assert tail["rtt_late"]["late"] == 1 and abs(tail["rtt_late"]["late_max_ms"] - 11.704) < 1e-6
+    [flag] = ping_tail_flags(tail, STALLS)                   # 12 ms stalls measured
+    assert flag.startswith("1 of 10 pings late by up to 11.7 ms") and "a host stall" in flag, flag
+    assert ping_tail_flags(tail, QUIET) == []                 # no stall that long
+    longer = rtt_figures(pings[:3] + [115.3] + pings[4:], expected)  # later than any stall measured
+    assert ping_tail_flags(longer, STALLS) == []
+    assert ping_tail_flags(tail, None) == []
+    shifted = rtt_figures([expected + 1.5 + 0.1 * (i % 3) for i in range(10)], expected)
+    assert shifted["rtt_late"]["late"] == 10 and ping_tail_flags(shifted, STALLS) == []
+    many = rtt_figures([98.0] * 7 + [105.0] * 3, expected)           # three of ten: more than a stall holds
+    assert ping_tail_flags(many, STALLS) == []
+    # The others' mean comes from ping's exact mean where given (printed samples are truncated).
+    exact = rtt_figures([20.1] * 99 + [35.0], 20.0, {"min": 20.1, "avg": 20.29, "max": 35.0})
+    assert exact["rtt_late"]["rest_mean_ms"] == pytest.approx((20.29 * 100 - 35.0) / 99, abs=1e-3)
+
+
 def hog(seconds: float) -> subprocess.Popen:
     """An unfit host made on purpose: the probe binary's hog threads for `seconds`."""
     from machine import binaries
