@@ -4,8 +4,9 @@ image built from Debian's packages (run.py kernels, machine/vm).
 This kernel (the host's) has neither sch_netem nor the OVS datapath, so without a VM those
 code paths would never run. The guest runs the smoke campaign with the netem delay backend
 and OVS switches from this checkout, then `clean`, and the host judges what it left. Under
-software emulation (no usable KVM) only function is asserted: the campaign built and ran
-every run on netem and OVS; its timing is "not judged (TCG)", never a pass.
+software emulation (no usable KVM) only function is asserted: the campaign built its path on
+netem and OVS and ran it; a run the guest's slowness failed is listed with its error; its
+timing is "not judged (TCG)", never a pass.
 
 Its own step of `./startlab test` (after the main suite): the image build alone takes
 minutes on a fresh machine.
@@ -65,8 +66,19 @@ def test_netem_and_ovs_smoke_on_debian_6_1(tmp_path: Path) -> None:
     else:
         assert smoke["status"] == "ok", smoke
     assert clean["status"] == "ok", clean
-    metas = sorted((keep / "job-6.1" / "smoke").glob("*/meta.json"))
-    assert len(metas) == 2                            # two variants, one repetition each
+    # Every run of the campaign (two variants, one repetition each) is accounted for: it
+    # finished, or it failed with its error kept and named in the cell. Under KVM every run
+    # finishes; under TCG a run may fail on the guest's slowness (the cell lists each), and
+    # at least one must have run the whole path.
+    smoke_dir = keep / "job-6.1" / "smoke"
+    runs = sorted(d.name for d in smoke_dir.iterdir() if d.is_dir() and d.name.startswith("dsl-fast_"))
+    finished = [r for r in runs if not r.endswith(".failed")]
+    failed = [r.removesuffix(".failed") for r in runs if r.endswith(".failed")]
+    assert sorted(finished + failed) == ["dsl-fast_200KB_cubic-iw10_r01", "dsl-fast_200KB_reno-iw3_r01"], (runs, smoke)
+    for r in failed:
+        assert (smoke_dir / f"{r}.failed" / "error.txt").is_file() and f"{r}: " in smoke["detail"], smoke
+    assert len(finished) == 2 if result["accel"] == "kvm" else finished, smoke
+    metas = [smoke_dir / r / "meta.json" for r in finished]
     for m in metas:
         meta = json.loads(m.read_text())
         assert (meta["link"]["delay_backend"], meta["link"]["switch"]) == ("netem", "ovs")
