@@ -31,9 +31,13 @@
  *
  * Departures, by what a BPF congestion control can do: the patch paces the red segments
  * from a moment after the blue train (a guard g = (T - dt_bat) / 2, by writing the socket's
- * next departure time); here pacing starts at once at the rate that ends the red segments
- * when the patch's would (red bytes over P + g), capped through SO_MAX_PACING_RATE
- * (the kernel rewrites the pacing rate on every ACK). The patch raises the window by 2 per
+ * next departure time); here pacing starts once the blue segments are sent (checked before
+ * every transmit attempt, in min_tso_segs), at the rate that ends the red segments when the
+ * patch's would (red bytes over P + g), capped through SO_MAX_PACING_RATE (the kernel
+ * rewrites the pacing rate on every ACK). The socket has one pacing rate: set at the tail
+ * it also spaced the blue segments still unsent (measured: 16 of round 2's 20 when the
+ * IW's ACKs came within 60 µs), and round 3 then measured a train of ~50 ms, the red
+ * period. The call that sends the last blue segments may send a red one or two unpaced. The patch raises the window by 2 per
  * transmitted segment up to the limit; here the window is the limit at once and pacing
  * spaces the sending. The patch overrides the peer's receive window; here the variant's
  * client opens it (as Jump Start's). The patch enables itself on port 80 for unpaced
@@ -64,7 +68,7 @@ struct suss_config {
 #define STL_SS_CONFIG struct suss_config
 #include "stl_sslog.h"
 
-enum suss_state { SUSS_BLUE = 1, SUSS_PACING, SUSS_RED, SUSS_DONE, SUSS_OFF };
+enum suss_state { SUSS_BLUE = 1, SUSS_PACING, SUSS_RED, SUSS_DONE, SUSS_OFF, SUSS_PACE_WAIT };
 enum suss_event { SUSS_ROUND = 1, SUSS_TAIL, SUSS_EXIT };
 enum suss_exit { EXIT_DELAY = 1, EXIT_TRAIN, EXIT_CAP, EXIT_LOSS };
 
@@ -114,6 +118,34 @@ static __always_inline void suss_unpace(struct sock *sk)
 	sk->sk_pacing_status = SK_PACING_NONE;
 }
 
+/* The red segments' pacing rate (bytes/s) in round r, whose blue train was dt_bat: their
+ * bytes over the rest of the round and the guard, min_rtt - T + (T - dt_bat) / 2 with
+ * T = min_rtt / 2^(r-1); 0 when T leaves no room after the train (no pacing). */
+static __always_inline u32 suss_red_rate(struct sock *sk, struct suss_config *cfg, u32 r, u32 dt_bat)
+{
+	u32 m = min_rtt(sk), t = m >> (r - 1), blue_pkt = cfg->iw << (r - 1);
+	u32 red_pkt = blue_pkt * ((1u << (r - 1)) - 1), period = m - t;
+
+	if (t <= dt_bat)
+		return 0;
+	return (u32)((u64)red_pkt * tcp(sk)->mss_cache * USEC_PER_SEC / (period + (t - dt_bat) / 2));
+}
+
+/* Pace what is still to send (the red segments of this round) at their rate. */
+static __always_inline void suss_pace(struct sock *sk)
+{
+	struct suss_priv *p = suss(sk);
+	struct suss_config *cfg = stl_ss_config_of(p->generation);
+	u32 rate = cfg ? suss_red_rate(sk, cfg, p->round, p->prev_dt_bat_us) : 0;
+
+	if (!rate) {
+		p->state = SUSS_RED;
+		return;
+	}
+	bpf_setsockopt(sk, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate));
+	p->state = SUSS_PACING;
+}
+
 static __always_inline void suss_init(struct sock *sk, int base)
 {
 	struct tcp_sock *tp = tcp(sk);
@@ -144,7 +176,8 @@ static __always_inline void suss_init(struct sock *sk, int base)
 
 static __always_inline int suss_on(struct suss_priv *p)
 {
-	return p->state == SUSS_BLUE || p->state == SUSS_PACING || p->state == SUSS_RED;
+	return p->state == SUSS_BLUE || p->state == SUSS_PACING || p->state == SUSS_RED ||
+	       p->state == SUSS_PACE_WAIT;
 }
 
 /* Slow start ends: ssthresh = cwnd (after paced jumps, the window is what is in flight). */
@@ -171,6 +204,18 @@ static __always_inline u32 ack_delay_us(struct sock *sk)
 		return 0;
 	d = (u64)sk->sk_gso_max_size * 4 * USEC_PER_SEC / rate;
 	return d < 1000 ? (u32)d : 1000;
+}
+
+/* Before every transmit attempt: the red segments' pacing starts once the blue ones are
+ * sent. The kernel's default otherwise (net.ipv4.tcp_min_tso_segs); the call is our hook,
+ * not a TSO policy. */
+static __always_inline u32 suss_min_tso_segs(struct sock *sk, int base)
+{
+	struct suss_priv *p = suss(sk);
+
+	if (p->state == SUSS_PACE_WAIT && (s32)(tcp(sk)->snd_nxt - (p->tail_seq + 1)) >= 0)
+		suss_pace(sk);
+	return 2;
 }
 
 /* A new round: the ACK passed the snd_nxt of the last round's start. */
@@ -254,7 +299,7 @@ static __always_inline void suss_tail(struct sock *sk, u32 acked, struct suss_co
 	u32 blue_pkt = cfg->iw << (r - 1), elapsed = now_us(sk) - p->round_start_us;
 	u32 blue_cnt = p->blue_cnt ? p->blue_cnt : 1;
 	u32 dt_bat = (u32)((u64)blue_pkt * elapsed / (2 * blue_cnt));
-	u32 red_pkt = 0, limit = 0, k, period, t, guard, rate = 0;
+	u32 red_pkt = 0, limit = 0, k, rate = 0;
 	u64 dt, dtp;
 	int grow4 = 0;
 
@@ -284,14 +329,19 @@ static __always_inline void suss_tail(struct sock *sk, u32 acked, struct suss_co
 	p->red_left = (blue_pkt / 2) * ((1u << (r - 2)) - 1);
 	limit = tp->snd_cwnd + acked + red_pkt - p->red_left;
 	tp->snd_cwnd = limit < tp->snd_cwnd_clamp ? limit : tp->snd_cwnd_clamp;
-	period = m - (m >> (r - 1));
-	t = m >> (r - 1);
-	if (t > dt_bat) {
-		guard = (t - dt_bat) / 2;
-		rate = (u32)((u64)red_pkt * mss * USEC_PER_SEC / (period + guard));
-		bpf_setsockopt(sk, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate));
+	rate = suss_red_rate(sk, cfg, r, dt_bat);
+	if (rate) {
 		p->jumps++;
-		p->state = SUSS_PACING;
+		/* The socket has one pacing rate: set now, it would space the blue segments
+		 * still unsent too (ACKs that come in a burst leave most of them queued behind
+		 * the small-queue limit), and the next round would measure a train as long as
+		 * the red segments' period. So pacing starts once the blue segments are out
+		 * (suss_min_tso_segs, before every transmit attempt), or now when this ACK's
+		 * own transmission sends the last of them. */
+		if ((s32)(p->tail_seq + 1 - tp->snd_nxt) <= (s32)(2 * acked * mss))
+			suss_pace(sk);
+		else
+			p->state = SUSS_PACE_WAIT;
 	} else {
 		p->state = SUSS_RED;
 	}
@@ -351,6 +401,6 @@ static __always_inline u32 suss_ssthresh(struct sock *sk, int base)
 #define SUSS_OPS                                                                       \
 	init, suss_init, ssthresh, suss_ssthresh, cong_avoid, suss_cong_avoid,        \
 	set_state, hsoff_set_state, cwnd_event, base_cwnd_event, pkts_acked, suss_pkts_acked, \
-	undo_cwnd, base_undo_cwnd
+	min_tso_segs, suss_min_tso_segs, undo_cwnd, base_undo_cwnd
 
 STL_CC(suss, STL_CUBIC, SUSS_OPS);

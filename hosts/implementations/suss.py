@@ -6,7 +6,8 @@ the rest of the round.
 Server only for the scheme (the sender): the kernel's CUBIC from `iw`, its HyStart off,
 with the congestion control suss of suss.bpf.c (beside this module), whose header says how
 the authors' kernel patch maps onto a BPF congestion control and where it departs (pacing
-starts at once at the rate that ends when the patch's would; the window is raised at once).
+starts once the blue segments are sent, at the rate that ends when the patch's would; the
+window is raised at once).
 Client: a receive buffer and initial receive window that do not cap the sender (the patch
 overrides the peer's window instead). Parameters: `suss_max` (the patch's 3: rounds 2 to
 4 may accelerate) and `min_rtt_ms` (10: below it, plain slow start). The patch's
