@@ -233,7 +233,7 @@ COLUMNS = [
     "fct_mean_s", "fct_median_s", "fct_ci_low_s", "fct_ci_high_s",
     "loss_mean_pkts", "retx_mean_pkts", "fairness_median",
     "loss_median_pkts", "inflation_mean",
-    # the long flow's throughput while the object loads against the RTT before it: 1 − during/before
+    # the long flow's throughput while the object loads against the LEAD_S before it: 1 − during/before
     "long_dip_mean",
     # comparison with the baseline at the same (profile, size); empty for the baseline
     "fct_diff_s", "fct_diff_ci_low_s", "fct_diff_ci_high_s", "fct_ratio",
@@ -292,6 +292,7 @@ class CompetingAnalysis(WorkloadAnalysis):
         # inflation is undefined for a run whose short flow sent nothing at the bottleneck capture
         inflation = [r.metrics["short"]["inflation"] for r in runs if r.metrics["short"].get("inflation") is not None]
         ci = stats.mean_ci(f)
+        dips = long_dips(runs)
         use = [r.meta["link_use"] for r in runs
                if r.meta.get("link_use") and r.meta["link_use"].get("utilisation") is not None]
         return {
@@ -302,7 +303,7 @@ class CompetingAnalysis(WorkloadAnalysis):
             "fairness_median": stats.median(fairness) if fairness else None,
             "loss_median_pkts": stats.median(loss),
             "inflation_mean": stats.mean(inflation) if inflation else None,
-            "long_dip_mean": stats.mean(long_dips(runs)) if long_dips(runs) else None,
+            "long_dip_mean": stats.mean(dips) if dips else None,
             **quickstart.quickstart_figures([r.metrics.get("quickstart") for r in runs]),
             "utilisation_mean": stats.mean([u["utilisation"] for u in use]) if use else None,
             "drop_rate_mean": stats.mean([u["drop_rate"] for u in use]) if use else None,
