@@ -13,8 +13,8 @@ import numpy as np
 from analysis import flows, stats
 from analysis.packets import Capture
 from wire.pcap import tcp_packets as segments
-from wire.quickstart import QsRequest, QsResponse, SentRequest, find_request, find_response, ttl_diff, \
-    validate_response
+from wire.quickstart import QsRequest, QsResponse, SentRequest, code_to_bps, find_request, find_response, \
+    ttl_diff, validate_response
 
 
 @dataclass(frozen=True)
@@ -42,17 +42,32 @@ def handshake_options(pcap_path, server_port: int, max_records: int = 5000) -> H
     return None
 
 
+def server_request(server_counters: dict | None) -> int | None:
+    """The rate code the flow's Quick-Start server requested, from its counters (one
+    Quick-Start connection per server in a competing run), or None when it sent none."""
+    sent = [c for c in (server_counters or {}).values() if (c or {}).get("requests_sent")]
+    return int(sent[0]["last_rate_code"]) if sent else None
+
+
 def flow_quickstart(run_dir: Path, port: int, client: Capture, conn: int, bneck_in: Capture,
-                    bneck_out: Capture) -> dict:
+                    bneck_out: Capture, server_counters: dict | None = None) -> dict:
     """Quick-Start of one flow: requested (the SYN-ACK leaving the server, at bneck-in), what
     arrived and was echoed (at the client), the sender's verdict by RFC 4782's checks, and —
     if approved — the Quick-Start phase: the data segments sent before the first ACK of data
-    came back, and how many of them the queue dropped (a Quick-Start failure when any)."""
+    came back, and how many of them the queue dropped (a Quick-Start failure when any).
+    A router that rejects a request may delete it (RFC 4782 §3.3) before the bottleneck's
+    capture: the request is then the server's counters' (`server_counters`), unseen on the
+    path (`seen_on_path` false), unechoed and not approved."""
     sent = handshake_options(run_dir / "cap-bneck-in.pcap", port)
     seen = handshake_options(run_dir / "cap-client.pcap", port)
     if sent is None or sent.request is None:
-        return {"requested": False}
-    out = {"requested": True, "requested_code": sent.request.rate_code,
+        code = server_request(server_counters)
+        if code is None:
+            return {"requested": False}
+        return {"requested": True, "requested_code": code, "requested_bps": code_to_bps(code),
+                "seen_on_path": False, "arrived_code": None, "echoed": False, "verdict": "no-echo",
+                "approved": False}
+    out = {"requested": True, "requested_code": sent.request.rate_code, "seen_on_path": True,
            "requested_bps": sent.request.rate_bps,
            "arrived_code": seen.request.rate_code if seen and seen.request else None,
            "echoed": bool(seen and seen.echo)}
@@ -104,7 +119,8 @@ def quickstart_figures(blocks: list[Optional[dict[str, Any]]]) -> dict[str, Any]
 
 
 QS_HEADERS = ["profile", "size", "variant", "runs", "requested", "approved", "failures", "QS bytes mean"]
-QS_NOTE = ("requested: share of runs whose SYN-ACK carried a Quick-Start request; approved: share of the "
+QS_NOTE = ("requested: share of runs whose server sent a Quick-Start request on its SYN-ACK (seen at the "
+           "bottleneck, or in the server's counters where a rejecting router deleted it); approved: share of the "
            "requests the sender accepted (echo with the right TTL diff and nonce, rate > 0); failures: share "
            "of approved runs that lost a packet sent in the Quick-Start phase; QS bytes: data sent in that "
            "phase, mean over the approved runs.")

@@ -176,3 +176,28 @@ def test_unswept_rows_leave_the_sweep_and_link_columns_empty(qs_campaign):
     rows = cell_figures(qs_campaign)
     assert all(r[c] == "" for r in rows for c in ("sweep_param", "sweep_value", "utilisation_mean",
                                                     "drop_rate_mean"))
+
+
+# ------------------------------------------------------------------ a request deleted on the path
+
+def test_a_request_a_rejecting_router_deleted_is_counted_from_the_servers_counters(tmp_path):
+    """RFC 4782 lets a router that rejects a request delete it: the bottleneck's capture then
+    shows a SYN-ACK without one, and only the server's counters know it was sent. Such a
+    run requested and was not approved; a run whose server sent none did not request."""
+    from analysis.quickstart import flow_quickstart, quickstart_figures
+    from pcapcraft import ACK, SYN, Packet, write_pcap
+    from wire.quickstart import code_to_bps
+    synack = Packet(0.1, "10.2.0.1", "10.1.0.1", 80, 40000, seq=1000, ack=2, flags=SYN | ACK)
+    ack = Packet(0.2, "10.1.0.1", "10.2.0.1", 40000, 80, seq=2, ack=1001)
+    for name in ("cap-bneck-in.pcap", "cap-client.pcap"):
+        write_pcap(tmp_path / name, [synack, ack])
+    sent = {"stl1s1": {"requests_sent": 1, "last_rate_code": 8, "echoes": 0, "no_echo": 1}}
+    block = flow_quickstart(tmp_path, 80, None, 0, None, None, sent)
+    assert block == {"requested": True, "requested_code": 8, "requested_bps": code_to_bps(8),
+                     "seen_on_path": False, "arrived_code": None, "echoed": False, "verdict": "no-echo",
+                     "approved": False}
+    assert flow_quickstart(tmp_path, 80, None, 0, None, None, {"stl1s1": {"requests_sent": 0}}) == \
+        {"requested": False}
+    assert flow_quickstart(tmp_path, 80, None, 0, None, None, None) == {"requested": False}
+    figures = quickstart_figures([block, {"requested": False}])
+    assert figures["qs_requested_ratio"] == 0.5 and figures["qs_approval_ratio"] == 0.0

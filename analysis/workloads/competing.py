@@ -137,9 +137,10 @@ def _counts(caps: dict[str, Capture]) -> dict:
     return {name: {k: cap.packets.meta[k] for k in keys} for name, cap in caps.items()}
 
 
-def run_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
+def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | None = None) -> dict:
     """Metrics of one run; `spec` = {"short": {"server_port", "size_bytes"},
-    "long": {"server_port"} or None, "rtt_s", "rate_bps"}. JSON-able result."""
+    "long": {"server_port"} or None, "rtt_s", "rate_bps"}; `server_counters`: the run's
+    (a Quick-Start request a router deleted is only there). JSON-able result."""
     run_dir = Path(run_dir)
     for name in CAPTURE_FILES.values():
         if not (run_dir / name).is_file():
@@ -203,7 +204,8 @@ def run_metrics(run_dir: Path, spec: dict, mss: int) -> dict:
         "fairness_ratio": fairness,
         "throughput": throughput,
         "counts": _counts({"client": client, "bneck_in": bneck_in, "bneck_out": bneck_out}),
-        "quickstart": quickstart.flow_quickstart(run_dir, short_port, client, sc, bneck_in, bneck_out),
+        "quickstart": quickstart.flow_quickstart(run_dir, short_port, client, sc, bneck_in, bneck_out,
+                                                 server_counters),
         "time_sequence": _time_sequence(client, sc, short_port, bneck_in, syn),
         "flows": {name: {"first_flight": ff} for name, ff in first_flights.items()},
     }
@@ -283,7 +285,7 @@ class CompetingAnalysis(WorkloadAnalysis):
         mtu = int(meta["profile_params"].get("mtu") or 1500)
         if meta["spec"].get("transport") == "quic":
             return competing_quic.run_metrics(run_dir, meta["spec"], mtu)
-        return run_metrics(run_dir, meta["spec"], tcp_mss(mtu))
+        return run_metrics(run_dir, meta["spec"], tcp_mss(mtu), meta.get("server_counters"))
 
     def describe(self, runs: list[RunRecord]) -> Row:
         f = [fct(r) for r in runs]
