@@ -69,7 +69,9 @@ class Campaign:
     """A campaign directory, for writing runs into it and reading them back."""
 
     def __init__(self, path: Path, record: dict[str, Any]):
-        self.path = Path(path)
+        # Absolute: the runs' files are handed to applications in the emulated hosts (a
+        # web server's document root), which do not share this process's working directory.
+        self.path = Path(path).absolute()
         self.record = record
 
     # -- opening -----------------------------------------------------------------------

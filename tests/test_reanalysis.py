@@ -117,3 +117,18 @@ def test_analyze_and_report_run_unprivileged_without_mininet():
         assert (root / "report.html").stat().st_uid == 65534
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_campaign_given_as_a_relative_path_hands_absolute_paths_to_the_hosts(tmp_path, monkeypatch):
+    """`--out campaigns/x` (relative, as the docs write it): every path a run hands to an
+    application in an emulated host (a web server's document root, a capture file) is
+    absolute, since those processes do not share this one's working directory (a relative
+    document root made lighttpd answer every request with 500)."""
+    from results.campaign import Campaign
+    from scenarios.runner import scratch_dir
+    monkeypatch.chdir(tmp_path)
+    from results import schema
+    campaign = Campaign.create_or_resume(Path("campaigns/x"), {"format": schema.FORMAT, "scenario_hash": "h"})
+    assert campaign.path == tmp_path / "campaigns" / "x" and campaign.path.is_absolute()
+    assert campaign.start_run("r1").is_absolute() and scratch_dir(campaign.path).is_absolute()
+    assert Campaign.open("campaigns/x").path == campaign.path
