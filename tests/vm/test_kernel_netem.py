@@ -76,7 +76,7 @@ def test_netem_and_ovs_smoke_on_debian_6_1(tmp_path: Path) -> None:
     failed = [r.removesuffix(".failed") for r in runs if r.endswith(".failed")]
     assert sorted(finished + failed) == ["dsl-fast_200KB_cubic-iw10_r01", "dsl-fast_200KB_reno-iw3_r01"], (runs, smoke)
     for r in failed:
-        assert (smoke_dir / f"{r}.failed" / "error.txt").is_file() and f"{r}: " in smoke["detail"], smoke
+        assert (smoke_dir / f"{r}.failed" / "error.txt").is_file() and f"{r}.failed: " in smoke["detail"], smoke
     assert len(finished) == 2 if result["accel"] == "kvm" else finished, smoke
     metas = [smoke_dir / r / "meta.json" for r in finished]
     for m in metas:
