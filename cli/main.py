@@ -278,6 +278,13 @@ def cmd_run(args) -> int:
     from scenarios.hostcheck import check_host
     require_root()
     refuse_unavailable(sc)             # what this kernel cannot run, before the 6 s calibration
+    if args.reuse:
+        from scenarios.reuse import adopt
+        from scenarios.runner import open_campaign, select_runs
+        campaign = open_campaign(sc, out)
+        out = campaign.path
+        reused = adopt(sc, campaign, select_runs(sc, only), [Path(d) for d in args.reuse])
+        print(f"startlab: {reused.describe()}", file=sys.stderr)
     host_rec = check_host(sc.profiles, args.unfit_host)       # before any network; once per campaign
     if host_rec["forced"]:
         print(f"startlab: running on a host unfit for {', '.join(host_rec['unfit_profiles'])} "
@@ -450,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run even where the host calibration finds this host unfit for a profile "
                         "(every run is flagged with the reason)")
     p.add_argument("--only", metavar="FILE", help="run only the run ids listed in FILE (one per line)")
+    p.add_argument("--reuse", metavar="DIR", action="append", default=[],
+                   help="take the runs another campaign finished with the same declaration (profile, size, "
+                        "variant, workload parameters, repetition, shaper) instead of running them; repeatable")
     p.add_argument("--lane", type=int, help=argparse.SUPPRESS)      # a worker of --lanes
     p.add_argument("--json", action="store_true", help="print the summary path and per-variant figures as JSON")
     p.set_defaults(func=cmd_run)

@@ -72,6 +72,7 @@ META_FIELDS = {
     "git_rev": "startlab's revision", "kernel": "uname -r", "machine": "host name", "host": "fleet host name",
     "cpus": "CPUs of the machine", "tools": "tool versions",
     "analysis_error": "why the analysis failed (the captures are kept)",
+    "reused_from": "the campaign (its path, scenario and hash) this run was taken from by `run --reuse`",
 }
 EXTRA_META = {"link_use": "utilisation and drop rate of the bottleneck over the run",
               "load_shaper": "the token bucket of a load generator"}

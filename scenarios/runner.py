@@ -87,12 +87,8 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
         raise
     meta = {
         "format": schema.FORMAT, "status": schema.CAPTURED, "run_id": run.run_id, "scenario": sc.name,
-        "scenario_hash": sc.hash, "profile": run.profile, "size_bytes": run.size_bytes,
-        "variant": run.variant, "rep": run.rep, "variant_definition": sc.variants[run.variant].describe(),
-        "profile_params": net.profile.as_dict(), "link": net.applied(), "path": path,
-        "workload": sc.workload.name, "workload_params": params,
+        "scenario_hash": sc.hash, **sc.declaration(run), "link": net.applied(), "path": path,
         "spec": result.spec, "app": result.app, **result.extra, **session.record(),
-        "sweep": {run.sweep[0]: run.sweep[1]} if run.sweep else {},
         **({"lane": confined} if confined is not None else {}),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **provenance(),

@@ -101,6 +101,15 @@ class Scenario:
             return dict(self.workload_params)
         return {**self.workload_params, run.sweep[0]: run.sweep[1]}
 
+    def declaration(self, run: Run) -> dict:
+        """What `run` emulates, as its meta.json records it: what decides its traffic besides
+        the campaign's shaper and workload variants (scenarios/reuse.py compares these)."""
+        profile = next(p for p in self.profiles if p.name == run.profile)
+        return {"profile": run.profile, "profile_params": profile.as_dict(), "size_bytes": run.size_bytes,
+                "variant": run.variant, "variant_definition": self.variants[run.variant].describe(),
+                "rep": run.rep, "workload": self.workload.name, "workload_params": self.params_for(run),
+                "sweep": {run.sweep[0]: run.sweep[1]} if run.sweep else {}}
+
     def pairs_needed(self) -> int:
         """Client/server pairs the network needs for every run of the scenario."""
         return self.host_needs().pairs
@@ -275,7 +284,7 @@ SCENARIO_FIELDS = {
                 "the scenario's own (a list item with `name`, `summary` and `server`/`client`/`router` roles)",
     "baseline": "the variant others are compared with; default: the first",
     "repetitions": "runs per cell (1 … 10000); default 1",
-    "seed": "seed of the run order and of the workloads' randomness; default 1",
+    "seed": "seed of the run order; default 1 (a workload draws from its own `seed` parameter)",
     "sweep": "`param:` a numeric workload parameter and its `values:` (one cell per value)",
     "shaper": "`kind:` how the bottleneck queues (below); default tbf, delayline where a profile is a trace link",
 }

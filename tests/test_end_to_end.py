@@ -74,6 +74,19 @@ def test_smoke_scenario_end_to_end_and_resume(tmp_path):
     stats = json.loads(again.stdout)["run_stats"]
     assert stats["skipped"] == 2 and stats["failed"] == []
 
+    # Another campaign of one of its variants takes that variant's run (the same declaration
+    # as the runner recorded it) instead of emulating it again.
+    subset = tmp_path / "subset"
+    taken = run_py("run", "scenarios/smoke.yaml", "--reps", "1", "--variants", "cubic-iw10", "--out", str(subset),
+                   "--reuse", str(out), "--json", "--unfit-host")
+    assert taken.returncode == 0, taken.stderr[-2000:]
+    assert "reused 1 run(s)" in taken.stderr, taken.stderr[-2000:]
+    assert json.loads(taken.stdout)["run_stats"]["skipped"] == 1
+    (run_dir,) = [p for p in subset.iterdir() if (p / "meta.json").exists()]
+    copied = json.loads((run_dir / "meta.json").read_text())
+    assert copied["reused_from"]["campaign"] == str(out) and copied["variant"] == "cubic-iw10"
+    assert (subset / "summary.csv").stat().st_size > 0
+
 
 def test_interrupted_run_leaves_nothing_that_counts(tmp_path):
     out = tmp_path / "campaign"
