@@ -77,6 +77,13 @@ repetitions: 1
 """
 
 
+# A first flight the queue dropped part of says nothing about the window and is not checked
+# (analysis.flow_checks). The short flow starts once the long one fills the queue, so a
+# 20-segment burst meets a full buffer in some runs (the first flight was "lost at the
+# queue" in 2 of 3 suites on one host): the run is repeated until one flight arrives whole.
+ATTEMPTS = 4
+
+
 def test_a_run_whose_flows_differ_from_their_declaration_fails(tmp_path, monkeypatch):
     """Behind startlab's back, just before the traffic: the long flow's server switches to
     Reno and the short flow's server to an initial window of 20. The run fails, names both,
@@ -97,19 +104,29 @@ def test_a_run_whose_flows_differ_from_their_declaration_fails(tmp_path, monkeyp
 
     monkeypatch.setattr(competing_apps, "Iperf3Server", iperf3_on_reno)
     monkeypatch.setattr(competing_apps, "Lighttpd", lighttpd_iw20)
-    campaign = open_campaign(sc, tmp_path / "campaign")
-    scratch = tmp_path / "scratch"
-    with Network(sc.profiles[0], tmp_path / "net", pairs=sc.pairs_needed()) as net:
-        with pytest.raises(RunFailed) as failure:
-            execute_run(sc, run, net, campaign, scratch, {})
-    text = str(failure.value)
-    assert "flow long: congestion control reno in the kernel, declared cubic" in text, text
+    disturbed = []
+    for attempt in range(ATTEMPTS):
+        campaign = open_campaign(sc, tmp_path / f"campaign-{attempt}")
+        with Network(sc.profiles[0], tmp_path / f"net-{attempt}", pairs=sc.pairs_needed()) as net:
+            with pytest.raises(RunFailed) as failure:
+                execute_run(sc, run, net, campaign, tmp_path / "scratch", {})
+        text = str(failure.value)
+        assert "flow long: congestion control reno in the kernel, declared cubic" in text, text
+        failed = campaign.path / f"{run.run_id}.failed"
+        short = json.loads((failed / "metrics.json").read_text())["flows"]["short"]["first_flight"]
+        if not short.get("disturbed"):
+            break
+        # Not checked, and said so: the flight and why.
+        assert "flow short" not in text and short["disturbed"], (text, short)
+        disturbed.append(short["disturbed"])
+    assert len(disturbed) < ATTEMPTS, f"every short flow's first flight was disturbed: {disturbed}"
     assert "flow short: first flight 20 segments on the wire, declared initial window gives 10" in text, text
-    failed = campaign.path / f"{run.run_id}.failed"
     assert (failed / "error.txt").read_text().startswith("the run differs from its declaration")
     flows = {f["name"]: f for f in json.loads((failed / "meta.json").read_text())["flows"]}
     assert flows["long"]["observed_cc"] == ["reno"] and flows["short"]["observed_cc"] == ["cubic"]
     assert Campaign.open(campaign.path).records() == []          # it does not count
+    if disturbed:
+        print(f"short flow's first flight disturbed in {len(disturbed)} attempt(s) first: {disturbed}")
 
 
 def test_fidelity_fails_when_the_emulator_is_five_percent_off():

@@ -44,7 +44,7 @@ def ip_len(p: Packet) -> int:
     return len(p.ip_header) + HEADERS - 20 + p.payload
 
 
-def run_idle_fetch(tmp_path: Path) -> dict:
+def run_idle_fetch(tmp_path: Path, router: dict | None = None) -> dict:
     prof = test_profile("test-qs", 20, 60)
     impl = QuickStart()
     with Network(prof, tmp_path / "net") as net:
@@ -59,7 +59,7 @@ def run_idle_fetch(tmp_path: Path) -> dict:
         for k in (1, 2):
             node = net.host(n.router(k))
             ctx[node.name] = InstallContext(rate_bps=prof.rate_bps("down"), rtt_s=prof.rtt_s, instance=inst)
-            parts.append((node, "router", impl.resolve({})))
+            parts.append((node, "router", impl.resolve(router or {})))
         docroot = tmp_path / "www"
         url = make_object(docroot, SIZE)
         server_pcap, client_pcap, out = tmp_path / "server-side.pcap", tmp_path / "client-side.pcap", tmp_path / "c.json"
@@ -77,7 +77,7 @@ def run_idle_fetch(tmp_path: Path) -> dict:
                                        "--pause", str(IDLE_S), "--out", str(out)], inst, "phttp client",
                                  log_path=tmp_path / "client.log")
             procs.append(client)
-            assert wait_until(lambda: not client.running(), 60), "the client did not finish"
+            assert wait_until(lambda: not client.running(), 90), "the client did not finish"
             result = json.loads(out.read_text())
             assert result["error"] is None and [r["length"] for r in result["requests"]] == [SIZE, SIZE], result
             counters = qs_counters(net, ctx, (1, 2))
@@ -148,3 +148,28 @@ def test_a_request_after_idle_is_approved_echoed_and_its_window_paced(tmp_path):
     timing_check("the approved window after idle paced at its rate, window / RTT", flags,
                  len(released) >= 10 and 0.65 * ideal <= gap <= 1.5 * ideal,
                  f"{len(released)} segments, {gap * 1e3:.2f} ms apart on average, ideal {ideal * 1e3:.2f} ms")
+
+
+def test_an_approval_after_idle_below_the_window_leaves_the_connection_unpaced(tmp_path):
+    """Routers that let Quick-Start fill 2.5 % of the link approve the request after idle at
+    320 kbit/s: Equation 1 gives a window of one or two segments, no more than the window
+    the connection restarts from, so nothing is applied. The pacing cap the approval came
+    with must not stay behind: it once held persistent Web connections at the approved rate
+    for minutes (160 kbit/s on a 10 Mbit/s link, until the client timed out)."""
+    run = run_idle_fetch(tmp_path, router={"qs_thresh": 0.025})
+    client_ip, server_ip = run["ips"]
+    c = run["counters"]
+    assert c["server"]["restart_requests"] == 1 and c["server"]["restart_approved"] == 1, c
+    second = run["requests"][1]
+    echo_at_server = next(p for p in run["server"] if p.src == client_ip and p.ts > second["sent"]
+                          and qs.find_response(p.tcp_options) is not None)
+    approved_bps = qs.code_to_bps(qs.find_response(echo_at_server.tcp_options).rate_code)
+    # The window the connection restarted from: what it sent before the echo came back.
+    restarted = [p for p in run["server"] if p.src == server_ip and p.payload > 0
+                 and second["sent"] < p.ts < echo_at_server.ts]
+    assert 0 < c["server"]["last_cwnd"] <= len(restarted), (c["server"], len(restarted))
+    # At the approved rate the second response would take SIZE * 8 / approved_bps (7.5 s);
+    # unpaced it slow-starts from its restart window over the 20 Mbit/s path (about 0.5 s).
+    took = second["done"] - second["sent"]
+    held = SIZE * 8 / approved_bps
+    assert took < held / 3, f"the second response took {took:.2f} s; at the approved rate {held:.2f} s"

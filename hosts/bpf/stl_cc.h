@@ -62,6 +62,21 @@ static __always_inline void start_pacing(struct sock *sk, u64 rate)
 	sk->sk_pacing_status = SK_PACING_NEEDED;
 }
 
+#define SOL_SOCKET 1
+#define SO_MAX_PACING_RATE 47
+
+/* Pacing off and the socket's maximum pacing rate lifted. A cap set through
+ * SO_MAX_PACING_RATE also switches the kernel's pacing on (NONE -> NEEDED) and bounds the
+ * rate the kernel recomputes on every ACK: a cap left in place holds the connection at it
+ * for good. */
+static __always_inline void stop_pacing(struct sock *sk)
+{
+	int unlimited = ~0;
+
+	bpf_setsockopt(sk, SOL_SOCKET, SO_MAX_PACING_RATE, &unlimited, sizeof(unlimited));
+	sk->sk_pacing_status = SK_PACING_NONE;
+}
+
 /* ---- The base algorithm ----------------------------------------------------------------
  * Every callback of a congestion control gets its base algorithm as the last argument, a
  * constant of its STL_CC line: the compiler keeps only that algorithm's calls. The base_*

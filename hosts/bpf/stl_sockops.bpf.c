@@ -379,7 +379,8 @@ static __always_inline void qs_server_parse(struct bpf_sock_ops *skops)
 	__sync_fetch_and_add(&host->restart_approved, 1);
 	/* The kernel recomputes the pacing rate on every ACK (ratio x cwnd / RTT), and ACKs of
 	 * the data sent before the approval arrive during its paced round: capped at Q / RTT,
-	 * the rate stays the approved one. Unpaced after the round, the cap binds nothing. */
+	 * the rate stays the approved one. The congestion control lifts the cap when the round
+	 * ends, or at once when it does not apply the approval (qs_apply_approval). */
 	rate = (__u64)cwnd * skops->mss_cache * 1000000ULL / (skops->srtt_us >> 3);
 	cap = rate > STL_PACING_CAP ? STL_PACING_CAP : rate;   /* bytes/s, a 32-bit socket option */
 	if (bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &cap, sizeof(cap)))

@@ -21,7 +21,9 @@
  * put a request on the first data segment that follows. When the client's echo of it is
  * approved, the sock_ops program marks the socket with the restart's id and Equation 1's
  * window; the next ACK applies it: cwnd = max(cwnd, Q), paced at Q / RTT until the data
- * sent from then on is acknowledged (one RTT), with the same fallback on a loss.
+ * sent from then on is acknowledged (one RTT), with the same fallback on a loss. The
+ * sock_ops program also caps the pacing rate at Q / RTT for that round; the cap is lifted
+ * when the round ends, and at once when Q does not exceed cwnd (nothing is applied).
  */
 #include "stl_cc.h"
 
@@ -73,8 +75,10 @@ static __always_inline void qs_apply_approval(struct sock *sk)
 		return;
 	q->applied = STL_QS_MARK_ID(mark);
 	window = STL_QS_MARK_WINDOW(mark);
-	if (window <= tp->snd_cwnd)
-		return;                              /* the window is already larger: nothing to do */
+	if (window <= tp->snd_cwnd) {
+		stop_pacing(sk);                     /* the window is already larger: nothing to */
+		return;                              /* pace, and the approval's cap must not bind */
+	}
 	tp->snd_cwnd = window;
 	q->round.window = window;
 	q->round.phase = ROUND_ACTIVE;
@@ -85,13 +89,21 @@ static __always_inline void qs_apply_approval(struct sock *sk)
 	start_pacing(sk, pace_rate(tp, window, 1, 1));
 }
 
+/* The end of a Quick-Start round; after idle, the approval's pacing cap goes with it. */
+static __always_inline void qs_round_end(struct sock *sk)
+{
+	round_end(sk);
+	if (qs_priv(sk)->restart_round)
+		stop_pacing(sk);
+}
+
 static __always_inline void qs_pkts_acked(struct sock *sk, const struct ack_sample *sample, int base)
 {
 	struct stl_qs_priv *q = qs_priv(sk);
 
 	if (q->round.phase == ROUND_ACTIVE && sample->pkts_acked > 0 &&
 	    (!q->restart_round || (s32)(tcp(sk)->snd_una - q->round.round_high) > 0))
-		round_end(sk);
+		qs_round_end(sk);
 	else
 		qs_apply_approval(sk);
 	base_pkts_acked(sk, sample, base);
@@ -104,7 +116,7 @@ static __always_inline u32 qs_ssthresh(struct sock *sk, int base)
 	if (!p->round_loss && round_segment_lost(sk)) {
 		p->round_loss = 1;
 		if (p->phase == ROUND_ACTIVE)
-			round_end(sk);
+			qs_round_end(sk);
 	}
 	return base_ssthresh(sk, base);
 }

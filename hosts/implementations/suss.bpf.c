@@ -48,8 +48,6 @@
 #include "stl_cc.h"
 
 #define STL_SUSS_MARK_TAG 0x55000000u /* "U" */
-#define SO_MAX_PACING_RATE 47
-#define SOL_SOCKET 1
 /* Rounds past this leave SUSS (its blue segments, IW x 2^(r-1), no longer fit 32 bits of
  * sequence space); SUSS accelerates in rounds 2 to suss_max + 1 anyway. */
 #define SUSS_MAX_ROUND 16
@@ -108,14 +106,6 @@ static __always_inline u32 now_us(struct sock *sk)
 static __always_inline u32 min_rtt(struct sock *sk)
 {
 	return suss(sk)->cubic.delay_min;   /* CUBIC's, in microseconds */
-}
-
-static __always_inline void suss_unpace(struct sock *sk)
-{
-	int unlimited = ~0;
-
-	bpf_setsockopt(sk, SOL_SOCKET, SO_MAX_PACING_RATE, &unlimited, sizeof(unlimited));
-	sk->sk_pacing_status = SK_PACING_NONE;
 }
 
 /* The red segments' pacing rate (bytes/s) in round r, whose blue train was dt_bat: their
@@ -190,7 +180,7 @@ static __always_inline void suss_exit(struct sock *sk, u32 why)
 		tp->snd_cwnd = tp->packets_out;
 	tp->snd_ssthresh = tp->snd_cwnd;
 	if (p->state == SUSS_PACING)
-		suss_unpace(sk);
+		stop_pacing(sk);
 	stl_ss_log(sk, p->generation, SUSS_EXIT, p->round, why, p->round_min_us, min_rtt(sk), p->jumps);
 	p->state = SUSS_DONE;
 }
@@ -225,7 +215,7 @@ static __always_inline void suss_round(struct sock *sk)
 	struct suss_priv *p = suss(sk);
 
 	if (p->state == SUSS_PACING)
-		suss_unpace(sk);
+		stop_pacing(sk);
 	p->round++;
 	p->head_seq = tp->snd_nxt;
 	p->round_start_us = now_us(sk);
@@ -391,7 +381,7 @@ static __always_inline u32 suss_ssthresh(struct sock *sk, int base)
 		if (tp->packets_out > 1)
 			tp->snd_cwnd = tp->packets_out;
 		if (p->state == SUSS_PACING)
-			suss_unpace(sk);
+			stop_pacing(sk);
 		stl_ss_log(sk, p->generation, SUSS_EXIT, p->round, EXIT_LOSS, p->round_min_us, min_rtt(sk), p->jumps);
 		p->state = SUSS_DONE;
 	}
