@@ -52,6 +52,13 @@ def test_the_guest_job_runs_every_check_with_its_exit_code_and_time() -> None:
     assert "--delay-backend netem" in script
 
 
+def test_under_tcg_the_smoke_campaign_runs_on_the_low_rate_profile() -> None:
+    smoke = {a: next(c for c in kernels.checks(Path("/src/startlab"), a) if c.name == "smoke").command
+             for a in ("kvm", "tcg")}
+    assert "--profiles" not in smoke["kvm"]                      # the scenario's own dsl-fast
+    assert smoke["tcg"].endswith(f"--profiles {kernels.VARIANTS_PROFILE}")
+
+
 def _doctor(job: Path, netem: bool, ovs: bool) -> None:
     (job / "doctor.json").write_text(json.dumps({
         "qdiscs": {"netem": netem, "tbf": True}, "ovs_datapath": ovs, "delay_backend": "netem" if netem else
