@@ -162,6 +162,7 @@ def smoke_profile(accel: str) -> str | None:
 def checks(checkout: Path, accel: str = "kvm") -> list[Check]:
     py = shlex.quote(str(checkout / ".venv" / "bin" / "python"))
     run = f"{py} {shlex.quote(str(checkout / 'run.py'))}"
+    profile = smoke_profile(accel)
     # What `clean` must leave: nothing of ours in any of the kernel's lists.
     leftovers = (
         'ip netns list | grep . && echo "LEFT network namespaces"; '
@@ -175,7 +176,7 @@ def checks(checkout: Path, accel: str = "kvm") -> list[Check]:
               judge_doctor),
         Check("smoke", "the smoke campaign on the netem delay backend and OVS switches",
               f"{run} run {SMOKE} --delay-backend netem --reps 1 --unfit-host --out {LOCAL}/smoke"
-              + (f" --profiles {smoke_profile(accel)}" if smoke_profile(accel) else ""), judge_smoke),
+              + (f" --profiles {profile}" if profile else ""), judge_smoke),
         Check("variants", "every TCP variant installs, is verified on the wire at a low rate, and is removed",
               f"{run} run /job/variants.yaml --unfit-host --out {LOCAL}/variants", judge_variants),
         Check("clean", "clean leaves nothing", f"{run} clean; {leftovers}", judge_clean),
@@ -250,13 +251,11 @@ def run_matrix(kernels: list[vm_image.Kernel], check_names: list[str] | None, ac
                mirror: str | None, keep: Path | None, timeout_s: float, progress=print) -> list[KernelResult]:
     """Build (or reuse) the image, then one boot per kernel. `keep`: copy each guest's job
     directory (logs, results) there; otherwise they go with the scratch directory."""
-    all_checks = checks(ROOT)
-    names = [c.name for c in all_checks]
+    names = [c.name for c in checks(ROOT)]      # checked before the image is built
     if check_names:
         unknown = [n for n in check_names if n not in names]
         if unknown:
             raise UserError(f"unknown check {', '.join(unknown)}: choose from {', '.join(names)}")
-    selected = [c for c in all_checks if not check_names or c.name in check_names]
     t0 = time.monotonic()
     img = vm_image.ensure_image(kernels, mirror, progress)
     progress(f"image {img.dir} ready after {time.monotonic() - t0:.0f} s")
@@ -265,7 +264,8 @@ def run_matrix(kernels: list[vm_image.Kernel], check_names: list[str] | None, ac
         scratch = Path(tmp)
         chosen, why = qemu.choose_accel(img, kernels[0], ROOT, scratch, accel)
         progress(f"accelerator: {chosen} ({why})")
-        selected = [c for c in checks(ROOT, chosen) if c.name in {s.name for s in selected}]
+        # The checks' commands depend on the accelerator (smoke_profile), so they are built now.
+        selected = [c for c in checks(ROOT, chosen) if not check_names or c.name in check_names]
         for i, k in enumerate(kernels, 1):
             progress(f"[{i}/{len(kernels)}] kernel {k.name}: booting, then {', '.join(c.name for c in selected)} …")
             res = run_kernel(img, k, selected, chosen, why, scratch, timeout_s, progress)

@@ -8,12 +8,14 @@ shows what the sender did; the log says what it decided.
 """
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 
 import pytest
 
 from hosts.apps import HTTP_PORT, Lighttpd, curl_fetch, make_object
+from hosts.implementations import careful_resume
 from hosts.session import RunSession
 from hosts.variants import get_variant
 from timing import timing_check
@@ -49,12 +51,17 @@ def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0, p
                     between(net)
                 got = curl_fetch(cl, f"http://{n.server_ip(1)}:{HTTP_PORT}{url}", work, s.instance, 60)
                 assert got["http_code"] == 200 and int(got["size_download"]) == sizes[i], got
+            # The saved parameters as the last connection left them: what a failure asks first.
+            saved = [dict(zip(("saved_ns", "saved_cwnd", "saved_rtt_us", "in_use", "observations"),
+                              struct.unpack("<QIIII", v)), generation=struct.unpack("<III", k)[2])
+                     for k, v in careful_resume.CCS.dump_map(s.instance, "stl_cr_cache")]
         record = s.record()
         server_ip, client_ip = n.server_ip(1), n.client_ip(1)
         packets = read_pcap(work / "cap-bneck-in.pcap")
-    logs = next(iter(record["server_counters"].values()))["careful_resume"]
+    counters = next(iter(record["server_counters"].values()))
+    logs = counters.pop("careful_resume")
     return {"packets": packets, "server_ip": server_ip, "client_ip": client_ip, "logs": logs,
-            "rtt_s": prof.rtt_s, "flags": net.host_flags("delay")}
+            "rtt_s": prof.rtt_s, "flags": net.host_flags("delay"), "saved": saved, "counters": counters}
 
 
 def connections(run: dict) -> list[dict]:
@@ -117,7 +124,8 @@ def test_a_jump_onto_a_path_cut_to_an_eightieth_retreats_deletes_the_state_and_s
                       between=lambda net: net.set_rate("down", 0.5e6))
     first, second, third = connections(run)
     logs = {int(log["remote"].split(":")[1]): log for log in run["logs"]}
-    assert first["port"] not in logs and second["port"] in logs, "the second connection resumed"
+    assert first["port"] not in logs and second["port"] in logs, \
+        f"the second connection resumed; saved {run['saved']}, sock_ops {run['counters']}"
     events = logs[second["port"]]["events"]
     phases = [(e["old"], e["new"], e["trigger"]) for e in events]
     assert phases[:2] == [("observing", "reconnaissance", None),

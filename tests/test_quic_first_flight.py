@@ -132,5 +132,10 @@ def test_datagram_paced_blitz_flight_is_hint_times_rtt_over_three_quarters(path)
     expected = 0.75 * rtt * (1 - 10 * DATAGRAM / bdp)
     claim(f"paced over {expected:.1f} ms ± 10 %", abs(flight["span_ms"] - expected) <= 0.1 * expected,
           f"{flight['span_ms']:.1f} ms")
+    # A gap is the scheduled one (at most 1 ms of granularity and a pair) plus how much later
+    # its second release left than the first: at most the pacer's latest release, which the
+    # host's timers decide (measured by the pacer itself in this run).
+    late_ms = line["datagram_pacer"]["late_us"]["max"] / 1e3
     gaps = [b - a for a, b in zip(flight["release_ms"], flight["release_ms"][1:])]
-    claim("no release gap over 1.5 ms (1 ms granularity and a pair)", max(gaps) <= 1.5, str(gaps))
+    claim(f"no release gap over 1.5 ms + the latest release ({late_ms:.2f} ms)", max(gaps) <= 1.5 + late_ms,
+          str(gaps))

@@ -62,9 +62,6 @@ static __always_inline void start_pacing(struct sock *sk, u64 rate)
 	sk->sk_pacing_status = SK_PACING_NEEDED;
 }
 
-#define SOL_SOCKET 1
-#define SO_MAX_PACING_RATE 47
-
 /* Pacing off and the socket's maximum pacing rate lifted. A cap set through
  * SO_MAX_PACING_RATE also switches the kernel's pacing on (NONE -> NEEDED) and bounds the
  * rate the kernel recomputes on every ACK: a cap left in place holds the connection at it

@@ -25,6 +25,15 @@
 
 #define STL_CC_NAME_LEN 16
 
+/* Socket option numbers the programs pass to bpf_setsockopt (the kernel's uapi values:
+ * vmlinux.h carries types, not macros). */
+#define SOL_SOCKET 1
+#define SOL_TCP 6
+#define SO_MARK 36
+#define SO_MAX_PACING_RATE 47
+/* A 32-bit ~0 means "unlimited" (no pacing) to the kernel; one less is a real cap. */
+#define STL_PACING_CAP 0xfffffffeu
+
 /* A socket option set on accepted sockets (bpf_setsockopt with an int value). */
 struct stl_sockopt {
 	__u32 level;

@@ -38,12 +38,6 @@
 #include "stl_common.h"
 #include "stl_qs_maps.h"
 
-#define SOL_SOCKET 1
-#define SO_MARK 36
-#define SO_MAX_PACING_RATE 47
-/* A 32-bit ~0 means "unlimited" (no pacing) to the kernel; one less is a real cap. */
-#define STL_PACING_CAP 0xfffffffeu
-#define SOL_TCP 6
 #define TCP_CONGESTION 13
 #define TCP_SAVE_SYN 27
 #define TCPHDR_SYN 0x02
