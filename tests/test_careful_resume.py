@@ -8,7 +8,6 @@ shows what the sender did; the log says what it decided.
 """
 from __future__ import annotations
 
-import struct
 import time
 from pathlib import Path
 
@@ -52,8 +51,7 @@ def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0, p
                 got = curl_fetch(cl, f"http://{n.server_ip(1)}:{HTTP_PORT}{url}", work, s.instance, 60)
                 assert got["http_code"] == 200 and int(got["size_download"]) == sizes[i], got
             # The saved parameters as the last connection left them: what a failure asks first.
-            saved = [dict(zip(("saved_ns", "saved_cwnd", "saved_rtt_us", "in_use", "observations"),
-                              struct.unpack("<QIIII", v)), generation=struct.unpack("<III", k)[2])
+            saved = [careful_resume.decode_saved(k, v)
                      for k, v in careful_resume.CCS.dump_map(s.instance, "stl_cr_cache")]
         record = s.record()
         server_ip, client_ip = n.server_ip(1), n.client_ip(1)

@@ -35,11 +35,20 @@ CONFIG_FORMAT = "<QIIII"                 # struct cr_config
 EVENTS = 8                               # STL_CR_EVENTS
 EVENT_FORMAT = "<QBBBBIIIIIII"           # struct cr_event
 LOG_FORMAT = "<II" + EVENT_FORMAT[1:] * EVENTS
+PATH_FORMAT = "<III"                     # struct cr_path: local address, destination, generation
+SAVED_FORMAT = "<QIIII"                  # struct cr_saved
+SAVED_FIELDS = ("saved_ns", "saved_cwnd", "saved_rtt_us", "in_use", "observations")
 SETTINGS = PerInstall(CCS, KIND, CR_MARK_TAG, "stl_cr_config", "stl_cr_events")
 
 
 def config_value(lifetime_s: float, max_jump: int, beta: float, min_save: int) -> bytes:
     return struct.pack(CONFIG_FORMAT, int(lifetime_s * 1e9), max_jump, round(beta * 1000), min_save, 0)
+
+
+def decode_saved(key: bytes, value: bytes) -> dict:
+    """One path's saved parameters from stl_cr_cache, with the generation that keys them."""
+    return {**dict(zip(SAVED_FIELDS, struct.unpack(SAVED_FORMAT, value))),
+            "generation": struct.unpack(PATH_FORMAT, key)[2]}
 
 
 def decode_log(key: bytes, value: bytes) -> dict:

@@ -117,6 +117,9 @@ struct Destination {
     queue: VecDeque<Held>,
     late_us: Vec<u64>,
     queued_us: Vec<u64>,
+    /// The last datagram handed over for this destination was refused: quinn holds it and
+    /// builds nothing more for that connection until it is taken.
+    refused: bool,
 }
 
 #[derive(Default)]
@@ -173,6 +176,14 @@ impl PacedSocket {
             s.destinations.remove(&remote);
         }
         stats
+    }
+
+    /// Does quinn hold a datagram to `remote` that this socket refused? (A datagram quinn
+    /// held back because the poller reported the shared limit, `MAX_QUEUED`, reached is not
+    /// seen here: AHEAD-deep queues reach it only with hundreds of connections.)
+    pub fn holds_refused(&self, remote: SocketAddr) -> bool {
+        let s = self.state.lock().unwrap();
+        s.destinations.get(&remote).is_some_and(|d| d.refused)
     }
 
     /// The earliest release among the heads of the queues.
@@ -261,14 +272,16 @@ impl AsyncUdpSocket for PacedSocket {
     fn try_send(&self, t: &Transmit) -> io::Result<()> {
         let now = Instant::now();
         let mut s = self.state.lock().unwrap();
-        if s.queued >= MAX_QUEUED {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
+        let full = s.queued >= MAX_QUEUED;
         let d = s.destinations.entry(t.destination).or_default();
-        if d.cell.is_some() && d.queue.len() >= AHEAD {
-            REFUSED.with(|r| r.set(Some(t.destination)));
+        if full || (d.cell.is_some() && d.queue.len() >= AHEAD) {
+            d.refused = true;
+            if !full {
+                REFUSED.with(|r| r.set(Some(t.destination)));
+            }
             return Err(io::ErrorKind::WouldBlock.into());
         }
+        d.refused = false;
         let (release, paced) = match d.cell.as_ref().map(|c| c.read()) {
             Some((count, Some(at))) if count != d.seen => {
                 d.seen = count;
@@ -378,8 +391,10 @@ mod tests {
             cell.sent(t0 + Duration::from_millis(ms));
             while let Err(e) = send(&s, to, i) {
                 assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+                assert!(s.holds_refused(to));
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
+            assert!(!s.holds_refused(to));
         }
         let mut got = Vec::new();
         for _ in 0..4 {
