@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hosts.quic.quic_net import FRAME, SERVER_IP, QuicNet, first_flight, read_udp_pcap
-from quicpath import quic_path
+from quicpath import RTT_MS, quic_path
 from wire import qlog_validate
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
@@ -92,7 +92,8 @@ def test_a_second_connection_reconnoitres_with_the_iw_then_jumps_half_the_saved_
     assert saved >= 4 * IW * DATAGRAM, "the first connection saved at least 4 x IW"
     assert jump["congestion_window"] == saved // 2, "jump_cwnd = saved_cwnd / 2 (no max_jump)"
     # Reconnaissance sends only the IW: the response's first flight, before any ACK of it.
-    flight = first_flight(second["datagrams"], SERVER_IP, DATAGRAM, second["handshake_rtt_ms"] / 1e3)
+    flight = first_flight(second["datagrams"], SERVER_IP, DATAGRAM, second["handshake_rtt_ms"] / 1e3,
+                          RTT_MS / 1e3)
     assert IW - 1 <= flight["datagrams"] and flight["bytes"] <= IW * DATAGRAM, flight
     # Unvalidated ends by one of its three events; then the window is set from the flight:
     # Validating with cwnd = flight_size, or (a flight no larger than PipeSize) PipeSize.

@@ -26,7 +26,7 @@ def path():
 
 def run_one(net: QuicNet, name: str, server_args: list[str], client_args: list[str]) -> tuple[dict, dict, dict]:
     result, line, datagrams = fetch_captured(net, name, server_args, client_args)
-    flight = first_flight(datagrams, SERVER_IP, DATAGRAM, line["handshake_rtt_ms"] / 1e3)
+    flight = first_flight(datagrams, SERVER_IP, DATAGRAM, line["handshake_rtt_ms"] / 1e3, RTT_MS / 1e3)
     print(name, json.dumps({k: v for k, v in flight.items() if k != "times_ms"}))
     return result, line, flight
 
