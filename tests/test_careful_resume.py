@@ -54,12 +54,14 @@ def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0, p
             saved = [careful_resume.decode_saved(k, v)
                      for k, v in careful_resume.CCS.dump_map(s.instance, "stl_cr_cache")]
         record = s.record()
+        drops = net.queue_drops()
         server_ip, client_ip = n.server_ip(1), n.client_ip(1)
         packets = read_pcap(work / "cap-bneck-in.pcap")
     counters = next(iter(record["server_counters"].values()))
     logs = counters.pop("careful_resume")
     return {"packets": packets, "server_ip": server_ip, "client_ip": client_ip, "logs": logs,
-            "rtt_s": prof.rtt_s, "flags": net.host_flags("delay"), "saved": saved, "counters": counters}
+            "rtt_s": prof.rtt_s, "flags": net.host_flags("delay"), "saved": saved, "counters": counters,
+            "drops": drops}
 
 
 def connections(run: dict) -> list[dict]:
@@ -108,18 +110,22 @@ def test_a_second_connection_reconnoitres_with_the_iw_then_jumps_to_half_the_sav
 
 
 def test_a_jump_onto_a_path_cut_to_an_eightieth_retreats_deletes_the_state_and_sets_ssthresh_from_pipesize(tmp_path):
-    """The state goes stale: the bottleneck drops from 40 to 0.5 Mbit/s between the first two
-    connections (40-packet buffer), so the jump overruns it. The loss of unvalidated data
-    sends the second connection to Safe Retreat, which deletes the saved state (a third
-    connection can resume only from a later observation) and leaves with ssthresh =
-    PipeSize x beta (0.5).
+    """The state goes stale: between the first two connections the path changes from 40 Mbit/s
+    with a 60-packet buffer to 0.5 Mbit/s with a 30-packet one, and the jump overruns it.
+    The loss of unvalidated data sends the second connection to Safe Retreat, which deletes
+    the saved state (a third connection can resume only from a later observation) and
+    leaves with ssthresh = PipeSize x beta (0.5).
 
-    The first fetch is 10 MB: its rounds in congestion avoidance observe ~150 segments. A
-    2 MB fetch saw only slow start's last clean round behind the 40-packet buffer (~70), and
-    a jump of half that (~35) fit the cut path's buffer in 1 of 4 runs."""
-    prof = LinkProfile(name="test-cr-stale", down_mbps=40, up_mbps=40, rtt_ms=60, buffer_pkts=40)
+    The cut path holds Reconnaissance's flight (15-24 segments measured) but not the jump's:
+    the jump is half the saved window, and the client's receive window caps its flight at
+    ~56 segments. The saved window, the first fetch's last full round, scales with the first
+    path's buffer (slow start overflows it, CUBIC's sawtooth follows): 94-157 segments behind
+    40 packets, 138-250 behind 60. With one 40-packet buffer for both paths, a jump to 47
+    went through the cut path without a loss (no retreat); behind 60 packets the jump is at
+    least 69, its flight ~56, and the cut path's 30 packets and 2.5-segment pipe overflow."""
+    prof = LinkProfile(name="test-cr-stale", down_mbps=40, up_mbps=40, rtt_ms=60, buffer_pkts=60)
     run = two_fetches(tmp_path, sizes=(10_000_000, 300_000, 100_000), prof=prof,
-                      between=lambda net: net.set_rate("down", 0.5e6))
+                      between=lambda net: net.set_rate("down", 0.5e6, buffer_pkts=30))
     first, second, third = connections(run)
     logs = {int(log["remote"].split(":")[1]): log for log in run["logs"]}
     assert first["port"] not in logs and second["port"] in logs, \
@@ -128,8 +134,13 @@ def test_a_jump_onto_a_path_cut_to_an_eightieth_retreats_deletes_the_state_and_s
     phases = [(e["old"], e["new"], e["trigger"]) for e in events]
     assert phases[:2] == [("observing", "reconnaissance", None),
                           ("reconnaissance", "unvalidated", "congestion_window_limited")], phases
+    jump = events[1]
     retreat = next((e for e in events if e["new"] == "safe_retreat"), None)
-    assert retreat is not None and retreat["old"] in ("unvalidated", "validating"), phases
+    assert retreat is not None and retreat["old"] in ("unvalidated", "validating"), \
+        (f"saved {jump['saved_congestion_window']} segments, jump to {jump['congestion_window']} "
+         f"from a flight of {jump['pipesize']}; phase changes (ms after the jump, window):",
+         [(*ph, round((e["t_ns"] - jump["t_ns"]) / 1e6, 1), e["congestion_window"]) for ph, e in zip(phases, events)],
+         f"queue drops {run['drops']}")
     assert retreat["trigger"] in ("packet_loss", "ECN_CE"), phases
     leave = events[-1]
     assert (leave["old"], leave["new"], leave["trigger"]) == ("safe_retreat", "normal", "exit_recovery"), phases

@@ -107,21 +107,27 @@ def bursts(tmp: Path, variant: str, sizes=(30_000, 30_000), pause_s: float = 2.0
                flags=net.host_flags(), tail_flags=net.host_flags(tail=True))
 
 
+def beyond(ack: int, seq: int) -> bool:
+    """Whether `ack` acknowledges data past `seq` (sequence numbers wrap at 2^32)."""
+    return ack != seq and (ack - seq) % 2 ** 32 < 2 ** 31
+
+
+def second_burst(run: Run) -> list:
+    """The server's data sent after the second request: the restart after the pause."""
+    return [p for p in run.server if p.ts > run.requests[1]["sent"]]
+
+
 def restart_flight(run: Run) -> tuple[list, float]:
     """The second burst's data sent before the first ACK of that data, and that ACK's time."""
-    t2 = run.requests[1]["sent"]
-    second = [p for p in run.server if p.ts > t2]
-    first_seq = second[0].seq
-    acked = next(a.ts for a in run.acks if a.ts > second[0].ts and (a.ack - first_seq) % 2 ** 32 < 2 ** 31
-                 and a.ack != first_seq)
+    second = second_burst(run)
+    acked = next(a.ts for a in run.acks if a.ts > second[0].ts and beyond(a.ack, second[0].seq))
     return [p for p in second if p.ts < acked], acked
 
 
 def restart_burst(run: Run) -> list:
     """The second burst's restart flight as the sender marked it: its first packet and the
     low-priority ones right after it."""
-    t2 = run.requests[1]["sent"]
-    second = [p for p in run.server if p.ts > t2]
+    second = second_burst(run)
     return [second[0], *itertools.takewhile(lambda p: p.ip_header[1] == LOW, second[1:])]
 
 
@@ -135,13 +141,8 @@ def window_from_the_ack_clock(run: Run) -> int:
     """The restart window as the wire shows it once ACK clocking has set in: what was sent
     before the second ACK of new data is the window, the segments the first ACK freed, and
     slow start's growth by as many (none in congestion avoidance)."""
-    t2 = run.requests[1]["sent"]
-    second = [p for p in run.server if p.ts > t2]
+    second = second_burst(run)
     first_seq, mss = second[0].seq, second[0].payload
-
-    def beyond(ack: int, seq: int) -> bool:
-        return ack != seq and (ack - seq) % 2 ** 32 < 2 ** 31
-
     acks = [a for a in run.acks if a.ts > second[0].ts]
     first = next(a for a in acks if beyond(a.ack, first_seq))
     following = next(a for a in acks if a.ts > first.ts and beyond(a.ack, first.ack))
@@ -242,8 +243,7 @@ def test_a_failed_fast_start_falls_back_to_slow_start(tmp_path, variant):
     timing_check("at most two segments follow the retransmission's ACK", run.flags, after_ack <= 2,
                  f"{after_ack} sent before the next ACK 5 ms on")
     # Nothing the client already had was sent again.
-    t2 = run.requests[1]["sent"]
-    for p in (p for p in run.server if p.ts > t2 and p.ip_header[1] == 0 and p is not flight[0]):
+    for p in (p for p in second_burst(run) if p.ip_header[1] == 0 and p is not flight[0]):
         had = [d for d in run.delivered if d.seq == p.seq and d.ts < p.ts]
         assert not had, f"segment {p.seq} retransmitted after the client had it"
     assert run.requests[1]["bytes"] == 10_000

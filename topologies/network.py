@@ -331,34 +331,43 @@ class Network:
         queues: every queue of both directions, as its shaper says (Shaper.lone_frame_delay_s)."""
         return sum(self.shaper.lone_frame_delay_s(q, frame_bytes) for q in self.queues) * 1000
 
-    def set_rate(self, direction: str, rate_bps: float) -> None:
+    def set_rate(self, direction: str, rate_bps: float, buffer_pkts: int | None = None) -> None:
         """Change the bottleneck rate of `direction` now (a path that changed between two
-        connections), recorded in applied()'s `rate_changes`. The buffer is kept; the burst
-        is sized for the new rate as for a path built at it (a burst sized for the old rate
-        would let that many frames through at line rate after an idle spell)."""
+        connections), recorded in applied()'s `rate_changes`. The buffer is kept unless
+        `buffer_pkts` gives the new path's (a move to another access network changes both);
+        the burst is sized for the new rate as for a path built at it (a burst sized for the
+        old rate would let that many frames through at line rate after an idle spell)."""
         if rate_bps <= 0:
             raise UserError(f"a rate of {rate_bps:g} bit/s: it must be above 0")
+        if buffer_pkts is not None and buffer_pkts < 1:
+            raise UserError(f"a buffer of {buffer_pkts} packets: it must be at least 1")
         changed = dataclasses.replace(self.profile, **{f"{direction}_mbps": rate_bps / 1e6})
         burst = (self.tuning.tbf_burst_bytes(changed, direction) if self.tuning
                  else changed.tbf_burst_bytes(direction))
+        buffer = self.buffer_packets(direction) if buffer_pkts is None else buffer_pkts
         for q in self.queues:
             if q.direction == direction:
-                self.shaper.set_rate(self, q, rate_bps, burst)
+                self.shaper.set_rate(self, q, rate_bps, burst, buffer)
         self.rate_changes.append({"direction": direction, "rate_bps": rate_bps, "burst_bytes": burst,
-                                  "at_unix_s": time.time()})
+                                  "buffer_packets": buffer, "at_unix_s": time.time()})
 
     def rate_bps(self, direction: str) -> float:
         """The bottleneck's rate in `direction` now: the last set_rate's, else the profile's."""
         changed = [c["rate_bps"] for c in self.rate_changes if c["direction"] == direction]
         return changed[-1] if changed else self.profile.rate_bps(direction)
 
+    def buffer_packets(self, direction: str) -> int:
+        """The bottleneck's buffer in `direction` now (frames): the last set_rate's, else the profile's."""
+        changed = [c["buffer_packets"] for c in self.rate_changes if c["direction"] == direction]
+        return changed[-1] if changed else self.profile.buffer_packets(direction)
+
     def restore_rates(self) -> None:
-        """Back to the profile's rate in every direction a run changed: the network outlives
-        the run, and the next run on it must get the path its profile declares."""
+        """Back to the profile's rate and buffer in every direction a run changed: the network
+        outlives the run, and the next run on it must get the path its profile declares."""
         for direction in dict.fromkeys(c["direction"] for c in self.rate_changes):
-            last = [c for c in self.rate_changes if c["direction"] == direction][-1]
-            if last["rate_bps"] != self.profile.rate_bps(direction):
-                self.set_rate(direction, self.profile.rate_bps(direction))
+            rate, buffer = self.profile.rate_bps(direction), self.profile.buffer_packets(direction)
+            if self.rate_bps(direction) != rate or self.buffer_packets(direction) != buffer:
+                self.set_rate(direction, rate, buffer)
                 self.rate_changes[-1]["restored"] = True
 
     def queue_counters(self, direction: str) -> dict[str, dict[str, int]]:

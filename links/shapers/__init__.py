@@ -83,9 +83,10 @@ class Shaper(ABC):
     def counters(self, net, queue: Queue) -> dict[str, int]:
         """{'sent_bytes', 'sent_pkts', 'dropped'} of the queue so far (link-layer bytes)."""
 
-    def set_rate(self, net, queue: Queue, rate_bps: float, burst_bytes: int) -> None:
-        """Change the queue's rate (and its burst, sized for that rate) during a run (a path
-        that changed between two connections), the buffer kept; a shaper that cannot says why."""
+    def set_rate(self, net, queue: Queue, rate_bps: float, burst_bytes: int, buffer_pkts: int) -> None:
+        """Change the queue's rate (and its burst, sized for that rate) and buffer (full-size
+        frames) during a run: a path that changed between two connections. A shaper that
+        cannot says why."""
         raise UserError(f"the {self.name} shaper cannot change its rate during a run; "
                         f"choose one that can: {', '.join(k for k, c in registry().items() if c.set_rate is not Shaper.set_rate)}")
 

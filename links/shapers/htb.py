@@ -32,10 +32,12 @@ class Htb(Shaper):
         # The root's line: htb counts its classes' sends and the FIFO's drops.
         return tbf_counters(net.host(queue.node).cmd(f"tc -s qdisc show dev {queue.intf}"))
 
-    def set_rate(self, net, queue: Queue, rate_bps: float, burst_bytes: int) -> None:
+    def set_rate(self, net, queue: Queue, rate_bps: float, burst_bytes: int, buffer_pkts: int) -> None:
         rate, burst = int(round(rate_bps)), burst_bytes
-        net.check(net.host(queue.node), f"tc class change dev {queue.intf} parent 1: classid 1:1 htb "
-                                        f"rate {rate}bit ceil {rate}bit burst {burst} cburst {burst}")
+        node = net.host(queue.node)
+        net.check(node, f"tc class change dev {queue.intf} parent 1: classid 1:1 htb "
+                        f"rate {rate}bit ceil {rate}bit burst {burst} cburst {burst}")
+        net.check(node, f"tc qdisc change dev {queue.intf} parent 1:1 handle 10: pfifo limit {buffer_pkts}")
 
 
 SHAPER = Htb

@@ -77,10 +77,10 @@ class Tbf(Shaper):
     def counters(self, net, queue: Queue) -> dict[str, int]:
         return tbf_counters(net.host(queue.node).cmd(f"tc -s qdisc show dev {queue.intf}"))
 
-    def set_rate(self, net, queue: Queue, rate_bps: float, burst_bytes: int) -> None:
+    def set_rate(self, net, queue: Queue, rate_bps: float, burst_bytes: int, buffer_pkts: int) -> None:
         net.check(net.host(queue.node), f"tc qdisc change dev {queue.intf} root handle 1: tbf "
                                         f"rate {int(round(rate_bps))}bit burst {burst_bytes} "
-                                        f"limit {queue.settings['limit_bytes']}")
+                                        f"limit {buffer_pkts * net.profile.frame_bytes}")
 
 
 SHAPER = Tbf
