@@ -40,7 +40,6 @@ def test_a_rate_cut_resizes_the_burst_for_the_new_rate_read_back_from_the_kernel
         assert abs(int(rate.group(2)) - change["burst_bytes"]) <= 8, (shown, change)
 
 
-
 def queue_frames_shown(net: Network, queue) -> float:
     """The queue's limit in full-size frames as the kernel shows it: htb's pfifo its packets,
     tbf its latency (limit minus bucket, at the rate; tc rounds it to the millisecond)."""

@@ -351,15 +351,19 @@ class Network:
         self.rate_changes.append({"direction": direction, "rate_bps": rate_bps, "burst_bytes": burst,
                                   "buffer_packets": buffer, "at_unix_s": time.time()})
 
+    def _now(self, direction: str, field: str):
+        """`field` of the bottleneck in `direction` now: the last set_rate's, else the
+        profile's (LinkProfile has a method of the same name)."""
+        changed = [c[field] for c in self.rate_changes if c["direction"] == direction]
+        return changed[-1] if changed else getattr(self.profile, field)(direction)
+
     def rate_bps(self, direction: str) -> float:
-        """The bottleneck's rate in `direction` now: the last set_rate's, else the profile's."""
-        changed = [c["rate_bps"] for c in self.rate_changes if c["direction"] == direction]
-        return changed[-1] if changed else self.profile.rate_bps(direction)
+        """The bottleneck's rate in `direction` now."""
+        return self._now(direction, "rate_bps")
 
     def buffer_packets(self, direction: str) -> int:
-        """The bottleneck's buffer in `direction` now (frames): the last set_rate's, else the profile's."""
-        changed = [c["buffer_packets"] for c in self.rate_changes if c["direction"] == direction]
-        return changed[-1] if changed else self.profile.buffer_packets(direction)
+        """The bottleneck's buffer in `direction` now (full-size frames)."""
+        return self._now(direction, "buffer_packets")
 
     def restore_rates(self) -> None:
         """Back to the profile's rate and buffer in every direction a run changed: the network
