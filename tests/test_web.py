@@ -3,7 +3,6 @@ known answers (page download times, connections, Quick-Start per connection, fir
 drops), the summary, the paired comparison and the figures."""
 from __future__ import annotations
 
-import math
 import struct
 from pathlib import Path
 
@@ -319,7 +318,20 @@ def test_figures_are_written(tmp_path):
              for u in (1, 5) for v, s in (("reno-iw3", SS), ("qs-reno", QS))]
     made = web_plots.all_plots(tmp_path, {"sweep": {"param": "users", "values": [1, 5]}}, swept, colours)
     assert {p.kind for p in made} == {"web_cdf", "web_sweep"} and all(p.path.exists() for p in made)
-    assert not math.isnan(float(np.mean([1.0])))
+
+
+def test_each_quickstart_variant_has_its_benefit_against_slow_start_of_its_own_tcp():
+    cubic_ss = {"impl": "linux-tcp", "cc": "cubic", "iw": 3}
+    cubic_qs = {"impl": "quickstart", "base_cc": "cubic", "iw": 3}
+    runs = [_record(v, s, pages, users=u, sweep={"users": u})
+            for u in (1, 5)
+            for v, s, pages in (("reno-iw3", SS, [2.0 * u, 2.0 * u]), ("qs-reno", QS, [1.0 * u, 1.0 * u]),
+                                ("qs-reno-share50", QS, [1.5 * u, 1.5 * u]),
+                                ("cubic-iw3", cubic_ss, [4.0, 4.0]), ("qs-cubic", cubic_qs, [3.0, 3.0]))]
+    got = web_plots.benefit_by_variant(runs, ["large-files.http10"], [1, 5])
+    assert set(got) == {"qs-reno", "qs-reno-share50", "qs-cubic"}
+    assert got["qs-reno"] == pytest.approx([0.5, 0.5]) and got["qs-reno-share50"] == pytest.approx([0.25, 0.25])
+    assert got["qs-cubic"] == pytest.approx([0.25, 0.25])        # against CUBIC's slow start, not Reno's
 
 
 # --- a replay that goes wrong fails the run ------------------------------------------------------

@@ -61,6 +61,23 @@ def paired_differences(qs_runs: list[RunRecord], ss_runs: list[RunRecord], key: 
     return np.array([a[k] - b[k] for k in a.keys() & b.keys()], dtype=float)
 
 
+def benefit_by_variant(runs: list[RunRecord], keys: list[str], points: list) -> dict[str, np.ndarray]:
+    """Per Quick-Start variant, 1 − T_QS/T_SS at each sweep point against slow start of the same TCP.
+
+    Why per variant: a campaign may compare Quick-Start variants that differ in the router
+    (Fig. 14: qs_thresh 0.9 against 0.5); pooled, their benefits would blur into one line."""
+    def mean_time(rs: list[RunRecord], x) -> float:
+        t = np.concatenate([page_times([r for r in rs if r.sweep_value == x], k) for k in keys])
+        return float(np.mean(t)) if len(t) else np.nan
+    out = {}
+    for v in dict.fromkeys(r.variant for r in runs if _kind(r)[0] == "QS"):
+        vr = [r for r in runs if r.variant == v]
+        ss = [r for r in runs if _kind(r) == ("SS", _kind(vr[0])[1])]
+        if ss:
+            out[v] = np.array([1 - mean_time(vr, x) / mean_time(ss, x) for x in points])
+    return out
+
+
 def _mean_ci(xs: np.ndarray) -> tuple[float, float, float]:
     if not len(xs):
         return np.nan, np.nan, np.nan
@@ -223,9 +240,11 @@ def sweep_figure(profile: str, param: str, runs: list[RunRecord], variants: list
             by_kind[kind] = np.array([f[0] for f in figs])
             dl.errorbar(points, by_kind[kind], yerr=[[f[1] for f in figs], [f[2] for f in figs]], color="black",
                         linestyle=style, linewidth=2.2, capsize=3, label=f"{kind}, all its variants and modes")
+        for v, b in benefit_by_variant(runs, keys, points).items():
+            gain.plot(points, b, "-", color=colours[v], marker="o", linewidth=1.2, label=f"{v}: benefit")
         if "SS" in by_kind and "QS" in by_kind:
             gain.plot(points, 1 - by_kind["QS"] / by_kind["SS"], "-", color="black", marker="o", linewidth=2,
-                      label="benefit 1 − T_QS/T_SS")
+                      label="benefit 1 − T_QS/T_SS, all variants pooled")
         dl.set_xlabel(param)
         dl.set_ylabel("mean object download time (s)")
         dl.set_title(f"{profile}: {m}", fontsize=10)
