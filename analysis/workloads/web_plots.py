@@ -61,14 +61,18 @@ def paired_differences(qs_runs: list[RunRecord], ss_runs: list[RunRecord], key: 
     return np.array([a[k] - b[k] for k in a.keys() & b.keys()], dtype=float)
 
 
+def pages_at(runs: list[RunRecord], x, keys: list[str]) -> np.ndarray:
+    """The download times of the runs' pages at sweep point x, over the given model.mode keys."""
+    return np.concatenate([page_times([r for r in runs if r.sweep_value == x], k) for k in keys])
+
+
 def benefit_by_variant(runs: list[RunRecord], keys: list[str], points: list) -> dict[str, np.ndarray]:
     """Per Quick-Start variant, 1 − T_QS/T_SS at each sweep point against slow start of the same TCP.
 
     Why per variant: a campaign may compare Quick-Start variants that differ in the router
     (Fig. 14: qs_thresh 0.9 against 0.5); pooled, their benefits would blur into one line."""
     def mean_time(rs: list[RunRecord], x) -> float:
-        t = np.concatenate([page_times([r for r in rs if r.sweep_value == x], k) for k in keys])
-        return float(np.mean(t)) if len(t) else np.nan
+        return _mean_ci(pages_at(rs, x, keys))[0]
     out = {}
     for v in dict.fromkeys(r.variant for r in runs if _kind(r)[0] == "QS"):
         vr = [r for r in runs if r.variant == v]
@@ -213,8 +217,7 @@ def sweep_figure(profile: str, param: str, runs: list[RunRecord], variants: list
         dl, gain, use = axes[i]
         for v in variants:
             vr = [r for r in runs if r.variant == v]
-            figs = [_mean_ci(np.concatenate([page_times([r for r in vr if r.sweep_value == x], k) for k in keys]))
-                    for x in points]
+            figs = [_mean_ci(pages_at(vr, x, keys)) for x in points]
             dl.errorbar(points, [f[0] for f in figs], yerr=[[f[1] for f in figs], [f[2] for f in figs]],
                         color=colours[v], alpha=0.5, linewidth=1, capsize=2, label=v)
             if vr and _kind(vr[0])[0] == "QS":
@@ -235,8 +238,7 @@ def sweep_figure(profile: str, param: str, runs: list[RunRecord], variants: list
             kr = [r for r in runs if _kind(r)[0] == kind]
             if not kr:
                 continue
-            figs = [_mean_ci(np.concatenate([page_times([r for r in kr if r.sweep_value == x], k) for k in keys]))
-                    for x in points]
+            figs = [_mean_ci(pages_at(kr, x, keys)) for x in points]
             by_kind[kind] = np.array([f[0] for f in figs])
             dl.errorbar(points, by_kind[kind], yerr=[[f[1] for f in figs], [f[2] for f in figs]], color="black",
                         linestyle=style, linewidth=2.2, capsize=3, label=f"{kind}, all its variants and modes")
