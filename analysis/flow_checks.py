@@ -101,7 +101,9 @@ def endpoint_checks(got: dict[str, Any], late_ok: bool = False) -> dict[str, Any
     was short on a late host (flagged instead, see flow_checks): its window goes unchecked."""
     out: dict[str, Any] = {}
     flight = got.get("first_flight")
-    if late_ok and got.get("reported_segments") is not None:
+    if flight and flight.get("disturbed") and got.get("reported_segments") is not None:
+        out.update(reported_segments=got["reported_segments"], window_unchecked=flight["disturbed"])
+    elif late_ok and got.get("reported_segments") is not None:
         out.update(reported_segments=got["reported_segments"], window_unchecked="short flight on a late host")
     elif got.get("reported_segments") is not None and flight:
         window = int(got["reported_segments"])

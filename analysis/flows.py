@@ -389,8 +389,9 @@ def flight_disturbances(pk: Packets, data: np.ndarray, lost: np.ndarray, n_conns
 
 
 # A segment of a first flight sent this many handshake RTTs after its first one came from a
-# probe timeout (a tail loss probe fires at 2 SRTT without an ACK), not from the initial
-# window, which leaves within one RTT even when paced over it.
+# probe timeout (a tail loss probe fires at 2 SRTT without an ACK; QUIC's PTO, later still,
+# in quic_flows.disturbed), not from the initial window, which leaves within one RTT even
+# when paced over it.
 PROBE_AFTER_RTTS = 1.5
 
 

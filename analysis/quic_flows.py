@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.flows import FourTuple
+from analysis.flows import PROBE_AFTER_RTTS, FourTuple
 from analysis.flows import rolling_mbps as _rolling
 from analysis.packets import Datagrams
 
@@ -132,9 +132,31 @@ def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
     nbytes = int(size[flight].sum())
     total = max(nbytes, int(size[after].sum()) - int(resent_bytes))
     d = max(1, int(datagram_size))
+    span = float(ts[flight].max()) - first_data if flight.any() else 0.0
     return {"segments": math.ceil(nbytes / d), "bytes": nbytes, "datagrams": int(flight.sum()),
             "total_segments": math.ceil(total / d), "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS,
-            "ended_by": ended_by}
+            "ended_by": ended_by, "span_s": round(max(0.0, span), 6)}
+
+
+def disturbed(flight: dict[str, Any], handshake_rtt_s: float, sender: dict | None) -> str:
+    """Why a QUIC first flight says nothing about its start window, '' if it does: the
+    reasons TCP's have (analysis.flows.first_flight_disturbed), as QUIC shows them.
+
+    A loss before the response: the sender reports window reductions before its flight
+    began (a handshake or request datagram lost at a full queue), so the flight starts from
+    a smaller window. A probe timeout before the first acknowledgement: a datagram of the
+    flight left more than PROBE_AFTER_RTTS handshake RTTs after its first data. A window
+    leaves within one RTT (paced over less, or cut by the first acknowledgement, see
+    first_flight's `sender`), while a probe waits a PTO (RFC 9002 §6.2.1: smoothed RTT +
+    4 × RTT variance + the peer's maximum ack delay) and is sent whatever the window
+    (§6.2.4: two probes after a full window of 32 would read as a flight of 34 or 35).
+    Both happen to correct senders under load; a check of the start window skips such
+    flights and counts them."""
+    if sender and int(sender.get("reductions_before") or 0) > 0:
+        return "window reduced by a loss before the response"
+    if flight.get("segments") and float(flight.get("span_s") or 0.0) > PROBE_AFTER_RTTS * handshake_rtt_s:
+        return "probe timeout before the first acknowledgement"
+    return ""
 
 
 def rolling_mbps(dg: Datagrams, t: FourTuple | None, window_s: float, at: np.ndarray) -> np.ndarray:

@@ -567,6 +567,57 @@ def test_the_flight_is_timed_from_its_first_data_not_from_handshake_done() -> No
     assert (f["datagrams"], f["segments"]) == (32, 32)
 
 
+def _flight_rows(probes: list[float], ack_at: float) -> dict:
+    """The client's Finished, HANDSHAKE_DONE, 31 full datagrams over 15 ms, `probes` (full
+    datagrams at those times) and the client's first acknowledgement at `ack_at`."""
+    sv, cl = _ip(SV1), _ip(CL1)
+    rows = [(0.000, cl, sv, 50000, 4433, 1200, 1), (0.001, sv, cl, 4433, 50000, 40, 0)]
+    rows += [(0.002 + i * 0.0005, sv, cl, 4433, 50000, FULL, 0) for i in range(31)]
+    rows += [(t, sv, cl, 4433, 50000, FULL, 0) for t in probes]
+    rows += [(ack_at, cl, sv, 50000, 4433, 50, 0)]
+    cols = list(zip(*sorted(rows)))
+    return {"ts": np.array(cols[0]), "src": np.array(cols[1]), "dst": np.array(cols[2]),
+            "sport": np.array(cols[3]), "dport": np.array(cols[4]),
+            "ulen": np.array(cols[5]) + quic_flows.UDP_HEADER, "qlong": np.array(cols[6])}
+
+
+def test_a_probe_timeout_before_the_first_acknowledgement_disturbs_the_flight() -> None:
+    """A receiver (or the path) stalled past the sender's PTO: the window of 32 is out, then
+    two probes leave before the first acknowledgement. The wire cannot tell them from the
+    window; their lateness can."""
+    t = (_ip(SV1), _ip(CL1), 4433, 50000)
+    stalled = quic_flows.first_flight(_flight_rows([0.170, 0.171], 0.230), t, RTT, FULL)
+    assert stalled["segments"] == 34 and stalled["span_s"] == pytest.approx(0.169)
+    assert quic_flows.disturbed(stalled, RTT, {"reductions_before": 0}) == \
+        "probe timeout before the first acknowledgement"
+    # The same window acknowledged in time: nothing disturbed, and a slower handshake (a
+    # queue) raises the bar with the sender's RTT estimate.
+    prompt = quic_flows.first_flight(_flight_rows([], 0.002 + RTT + 0.001), t, RTT, FULL)
+    assert prompt["segments"] == 32 and quic_flows.disturbed(prompt, RTT, {"reductions_before": 0}) == ""
+    assert quic_flows.disturbed(stalled, 0.120, None) == ""
+
+
+def test_a_loss_before_the_response_disturbs_the_flight_by_the_senders_account(tmp_path: Path) -> None:
+    sender = {"began_unix_s": 0.85, "window_bytes": 27 * FULL, "bytes": 27 * FULL, "ended_by": "window",
+              "end_unix_s": 0.87, "reductions_before": 1}
+    run_dir, spec, _ = _write_run(tmp_path, start_flight=sender)
+    m = competing_quic.run_metrics(run_dir, spec, 1500)
+    assert m["flows"]["short"]["first_flight"]["disturbed"] == "window reduced by a loss before the response"
+    assert "disturbed" not in m["flows"]["long"]["first_flight"]
+
+
+def test_a_disturbed_flight_is_counted_not_checked(tmp_path: Path) -> None:
+    run_dir, spec, _ = _write_run(tmp_path)
+    m = competing_quic.run_metrics(run_dir, spec, 1500)
+    m["flows"]["short"]["first_flight"]["segments"] = 35         # 32 and a probe timeout's two
+    assert any("first flight 35" in p for p in flow_checks.problems(flow_checks.flow_checks(_flows_meta(), m)))
+    m["flows"]["short"]["first_flight"]["disturbed"] = "probe timeout before the first acknowledgement"
+    [short, long] = flow_checks.flow_checks(_flows_meta(), m)
+    assert flow_checks.problems([short, long]) == []
+    assert short["iw_unchecked"] == 1 and short["window_unchecked"] == "probe timeout before the first acknowledgement"
+    assert long["iw_ok"] and long["window_ok"]
+
+
 def test_careful_resume_over_quic_passes_its_parameters_and_needs_startlab_cubic() -> None:
     v = VARIANTS["quic-careful-resume"]
     args = v.endpoint_args("server", ctx())

@@ -16,11 +16,14 @@ import pytest
 from wire import quickstart as qs
 from test_quickstart import fetch, profile, request_and_echo
 from timing import timing_check
-from wiretrace import SYN
+from wiretrace import ACK, SYN
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
 
 EXTREME = {"algorithm": "extreme"}
+# The capture at r2-eth1 and r2's program see a packet within one pass of r2's forwarding,
+# except when the host schedules that pass late: the slack between the two clocks.
+CLOCKS_SLACK_S = 0.002
 
 
 def first_after_handshake(run: dict):
@@ -32,6 +35,22 @@ def first_after_handshake(run: dict):
                  and not p.flags & SYN)
     assert first.ts <= run["server_side"].data[0].ts
     return first
+
+
+def phase_on_wire(run: dict) -> tuple[int, float]:
+    """(frame bytes the server sent in r2's Quick-Start phase as the capture beside r2 saw
+    them, r2's handshake RTT): r2 times the phase by its own view of the handshake, the
+    client's SYN to its first ACK, from the flow's first packet after it (the report), and
+    counts frames as tc does (skb->len, from the Ethernet header). Generous by
+    CLOCKS_SLACK_S: an upper bound of what r2 can have counted."""
+    client_ip, server_ip = run["ips"]
+    pk = run["server_packets"]
+    syn = next(p for p in pk if p.src == client_ip and p.flags & SYN and not p.flags & ACK)
+    ack = next(p for p in pk if p.src == client_ip and p.ts > syn.ts and p.flags & ACK and not p.flags & SYN)
+    rtt = ack.ts - syn.ts
+    t0 = first_after_handshake(run).ts
+    return sum(14 + len(p.ip_header) + 20 + len(p.tcp_options) + p.payload for p in pk
+               if p.src == server_ip and p.dst == client_ip and t0 <= p.ts < t0 + rtt + CLOCKS_SLACK_S), rtt
 
 
 def reports_of(run: dict) -> list[tuple[float, qs.QsRequest]]:
@@ -62,11 +81,18 @@ def test_an_approved_request_is_reported_on_the_next_packet_and_tracked_by_an_ex
     assert (r2["requests"], r2["approved"], r2["tracked"], r2["tracked_used"]) == (1, 1, 1, 1), r2
     assert (r2["reports"], r2["reports_lower"], r2["reports_untracked"], r2["returned_bps"]) == (1, 0, 0, 0), r2
     # The flow's Quick-Start phase at r2: one RTT (r2's view of the handshake) from its first
-    # packet, in which the sender releases at most Equation 1's window at the approved rate.
+    # packet. r2 counts only what passed it then, whatever the host's timing.
+    wire, r2_rtt = phase_on_wire(run)
+    assert 0 < r2["phase_bytes"] <= wire, (r2["phase_bytes"], wire, r2_rtt)
+    # On a punctual host r2's RTT is the path's, and the phase holds most of Equation 1's
+    # window at the approved rate and little else. A handshake the host made late lengthens
+    # r2's phase into the slow start after it (measured: r2's view 64–66 ms of a 60 ms path,
+    # 120 554 bytes against 76 800 at the rate).
     expected = qs.code_to_bps(report.rate_code) / 8 * prof.rtt_s
-    assert 0 < r2["phase_bytes"] <= 1.3 * expected, (r2["phase_bytes"], expected)
-    timing_check("the Quick-Start phase at the router holds most of the approved window", run["delay_flags"],
-                 r2["phase_bytes"] >= 0.5 * expected, f"{r2['phase_bytes']} bytes, {expected:.0f} at the rate")
+    timing_check("the Quick-Start phase at the router holds most of the approved window and little else",
+                 run["delay_flags"], 0.5 * expected <= r2["phase_bytes"] <= 1.3 * expected,
+                 f"{r2['phase_bytes']} bytes ({wire} on the wire), {expected:.0f} at the rate, "
+                 f"r2's RTT {r2_rtt * 1e3:.1f} ms")
 
 
 def test_a_request_denied_downstream_is_reported_as_zero_and_the_extreme_router_takes_it_back(tmp_path):

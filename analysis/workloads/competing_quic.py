@@ -91,6 +91,10 @@ def flow_figures(caps: dict[str, Capture], t: FourTuple, server: dict, client: d
     min_rtt = min(rtt_s, (server.get("handshake_rtt_ms") or float("inf")) / 1e3)
     sender = server.get("start_flight") or {}
     flight = quic_flows.first_flight(before, t, min_rtt, size, int(server.get("lost_bytes") or 0), sender)
+    # A probe waits on the sender's RTT estimate, which starts from the handshake's.
+    why = quic_flows.disturbed(flight, max(rtt_s, (server.get("handshake_rtt_ms") or 0) / 1e3), sender)
+    if why:
+        flight["disturbed"] = why
     cwnd = server.get("cwnd_start_bytes")
     # A flight the first acknowledgement ended is checked against what the server sent by
     # then (and that against its window), not against the whole window.

@@ -94,6 +94,10 @@ pub struct StartFlight {
     /// Bytes handed to the socket from `began` until `end`, in quinn's transmit batches.
     pub bytes: u64,
     pub end: Option<(Instant, FlightEnd)>,
+    /// Window reductions (losses) before the flight began: a loss while the handshake or
+    /// the request was out shrinks the window the flight starts with, so such a flight
+    /// says nothing about the start window.
+    pub reductions_before: u64,
 }
 
 /// Whose CUBIC sends: startlab's RFC 9438 sender (its parameters in `cubic`) or Google
@@ -314,7 +318,13 @@ impl StartlabController {
     /// Count a transmit batch into the start flight (beginning it once the response has).
     fn flight_sent(&mut self, now: Instant, bytes: u64) {
         if self.flight.is_none() && self.slot.as_ref().is_some_and(|s| s.responding()) {
-            self.flight = Some(StartFlight { began: now, window: self.cwnd(), bytes: 0, end: None });
+            self.flight = Some(StartFlight {
+                began: now,
+                window: self.cwnd(),
+                bytes: 0,
+                end: None,
+                reductions_before: self.reductions(),
+            });
         }
         if let Some(f) = self.flight.as_mut().filter(|f| f.end.is_none()) {
             f.bytes += bytes;
@@ -762,6 +772,22 @@ mod tests {
         c.on_sent(t1 + Duration::from_millis(60), 5 * MSS, 40);
         c.ack(t1 + Duration::from_millis(60), t1, MSS, false, Duration::from_millis(50));
         assert_eq!(c.start_flight().unwrap().bytes, 32 * MSS);
+    }
+
+    #[test]
+    fn a_loss_before_the_response_is_counted_with_the_window_the_flight_starts_from() {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(false), MSS, Some(slot.clone()));
+        let t0 = Instant::now();
+        handshake(&mut c, t0, Duration::from_millis(50));
+        // A datagram sent before the response is declared lost before the response begins.
+        c.on_sent(t0 + Duration::from_millis(50), MSS, 2);
+        c.on_congestion_event(t0 + Duration::from_millis(150), t0 + Duration::from_millis(50), false, MSS);
+        slot.respond();
+        c.on_sent(t0 + Duration::from_millis(160), MSS, 3);
+        let f = c.start_flight().unwrap();
+        assert_eq!(f.reductions_before, 1);
+        assert!(f.window < 32 * MSS, "{}", f.window);
     }
 
     #[test]

@@ -739,6 +739,7 @@ fn connection_line(
                     "bytes": f.bytes,
                     "ended_by": f.end.map(|(_, why)| why.name()),
                     "end_unix_s": f.end.map(|(t, _)| unix(t)),
+                    "reductions_before": f.reductions_before,
                 }))),
             );
         }
