@@ -96,18 +96,24 @@ def test_datagram_pacing_sends_ten_then_pairs_at_twice_the_window_rate(path):
     # One pair's time: 2 datagrams at 2 × 32 datagrams per SRTT (the handshake's RTT here).
     pair_ms = 2 * rtt / 64
     times = flight["times_ms"]
+    # The unpaced burst: every datagram until the first gap of half a pair's time (the pacer
+    # spaces pairs by a pair's time; a shorter gap within the burst is the host's scheduling,
+    # measured: 0.2 ms between the first datagram and the next 8 on a qualified host).
+    burst = 1
+    while burst < len(times) and times[burst] - times[burst - 1] < pair_ms / 2:
+        burst += 1
     groups: list[list[float]] = []
-    for t in times:
+    for t in times[burst:]:
         if groups and t - groups[-1][-1] < 0.1:
             groups[-1].append(t)
         else:
             groups.append([t])
     claim = path.timing.add
     claim("31-32 datagrams in the first RTT", 31 <= flight["datagrams"] <= 32, str(flight["datagrams"]))
-    claim("an unpaced first burst of 9-11", 9 <= len(groups[0]) <= 11, str([len(g) for g in groups]))
-    claim("then at most 2 datagrams together", all(len(g) <= 2 for g in groups[1:]),
+    claim("an unpaced first burst of 9-11", 9 <= burst <= 11, f"{burst}, then {[len(g) for g in groups]}")
+    claim("then at most 2 datagrams together", all(len(g) <= 2 for g in groups),
           str([len(g) for g in groups]))
-    starts = [g[0] for g in groups[1:]]
+    starts = [g[0] for g in groups]
     spacing = sorted(b - a for a, b in zip(starts, starts[1:]))
     median = spacing[len(spacing) // 2] if spacing else 0.0
     claim(f"pairs {pair_ms:.2f} ms apart (median within 25 %)", abs(median - pair_ms) <= 0.25 * pair_ms,

@@ -28,7 +28,7 @@
 
 #define STL_HSPP_MARK_TAG 0x48000000u  /* "H" */
 #define STL_HSPP_MARK_MASK 0xff000000u
-#define STL_HSPP_EVENTS 16
+#define STL_HSPP_EVENTS 64
 #define NO_RTT 0xffffffffu
 #define INFINITE_SSTHRESH 0x7fffffffu   /* the kernel's TCP_INFINITE_SSTHRESH (a macro, not in BTF) */
 
