@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from wire import quickstart as qs
+from wire.tcpip import ETH_HEADER
 from test_quickstart import fetch, profile, request_and_echo
 from timing import timing_check
 from wiretrace import ACK, SYN
@@ -49,7 +50,7 @@ def phase_on_wire(run: dict) -> tuple[int, float]:
     ack = next(p for p in pk if p.src == client_ip and p.ts > syn.ts and p.flags & ACK and not p.flags & SYN)
     rtt = ack.ts - syn.ts
     t0 = first_after_handshake(run).ts
-    return sum(14 + len(p.ip_header) + 20 + len(p.tcp_options) + p.payload for p in pk
+    return sum(ETH_HEADER + len(p.ip_header) + 20 + len(p.tcp_options) + p.payload for p in pk
                if p.src == server_ip and p.dst == client_ip and t0 <= p.ts < t0 + rtt + CLOCKS_SLACK_S), rtt
 
 

@@ -46,7 +46,7 @@ def exits(tmp: Path, variants: tuple[str, ...], buffer_pkts: int = 1700, shaper:
                 s.install_under_test(server=[sv], client=[cl])
                 url = make_object(s.scratch / "www", size)
                 s.adopt("lighttpd", Lighttpd(sv, n.server_ip(1), s.scratch / "www", work, s.instance))
-                s.flow("short", sv, cl, HTTP_PORT, SIZE)
+                s.flow("short", sv, cl, HTTP_PORT, size)
                 s.ready()
                 got = curl_fetch(cl, f"http://{n.server_ip(1)}:{HTTP_PORT}{url}", work, s.instance, 120)
                 assert got["http_code"] == 200 and int(got["size_download"]) == size, got

@@ -629,6 +629,16 @@ mod tests {
         assert!((m.pacing_rate.unwrap() as f64 - ca).abs() <= 1.0, "{:?} vs {ca}", m.pacing_rate);
     }
 
+    /// A controller with a hint slot (Blitzstart's when `blitz`), after a 50 ms handshake
+    /// at the returned time.
+    fn after_handshake(blitz: bool) -> (StartlabController, Arc<HintSlot>, Instant) {
+        let slot = Arc::new(HintSlot::default());
+        let mut c = StartlabController::new(config(blitz), MSS, Some(slot.clone()));
+        let t0 = Instant::now();
+        handshake(&mut c, t0, Duration::from_millis(50));
+        (c, slot, t0)
+    }
+
     fn handshake(c: &mut StartlabController, t0: Instant, rtt: Duration) {
         // The server's handshake flight, acknowledged one RTT later. quinn flags these
         // acks application-limited: the server had nothing more to send.
@@ -752,10 +762,7 @@ mod tests {
 
     #[test]
     fn the_start_flight_ends_when_the_window_is_out() {
-        let slot = Arc::new(HintSlot::default());
-        let mut c = StartlabController::new(config(false), MSS, Some(slot.clone()));
-        let t0 = Instant::now();
-        handshake(&mut c, t0, Duration::from_millis(50));
+        let (mut c, slot, t0) = after_handshake(false);
         // Nothing before the response counts.
         c.on_sent(t0 + Duration::from_millis(50), MSS, 2);
         assert!(c.start_flight().is_none());
@@ -776,10 +783,7 @@ mod tests {
 
     #[test]
     fn a_loss_before_the_response_is_counted_with_the_window_the_flight_starts_from() {
-        let slot = Arc::new(HintSlot::default());
-        let mut c = StartlabController::new(config(false), MSS, Some(slot.clone()));
-        let t0 = Instant::now();
-        handshake(&mut c, t0, Duration::from_millis(50));
+        let (mut c, slot, t0) = after_handshake(false);
         // A datagram sent before the response is declared lost before the response begins.
         c.on_sent(t0 + Duration::from_millis(50), MSS, 2);
         c.on_congestion_event(t0 + Duration::from_millis(150), t0 + Duration::from_millis(50), false, MSS);
@@ -792,10 +796,7 @@ mod tests {
 
     #[test]
     fn an_acknowledgement_of_the_flight_ends_it_before_the_window_is_out() {
-        let slot = Arc::new(HintSlot::default());
-        let mut c = StartlabController::new(config(true), MSS, Some(slot.clone()));
-        let t0 = Instant::now();
-        handshake(&mut c, t0, Duration::from_millis(50));
+        let (mut c, slot, t0) = after_handshake(true);
         slot.offer(Hint { kbps: 50_000, tech: 2 });
         slot.respond();
         let t1 = t0 + Duration::from_millis(51);
