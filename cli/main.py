@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cli.output import emit_json, yes_no
+from machine import clock
 from machine.errors import UserError
 
 # Commands that only read and write result files: no provisioning as root, no emulation.
@@ -73,6 +74,15 @@ def doctor_host() -> dict:
 
 
 def cmd_fidelity(args) -> int:
+    if args.clock == "virtual":
+        from cli.virtual import fidelity_virtual
+        result = fidelity_virtual(args)
+        if args.json:
+            emit_json(result)
+        else:
+            from scenarios.emulator_check import print_result
+            print_result(result)
+        return 0 if result.get("ok") else 1
     from scenarios.emulator_check import measure, print_result
     from links.profiles import get_profile
     from links.shapers import from_cli
@@ -267,6 +277,12 @@ def cmd_run(args) -> int:
     sc = apply_overrides(load_scenario(args.scenario), args.profiles, args.sizes, args.variants, args.reps)
     out = Path(args.out) if args.out else None
     only = read_run_list(Path(args.only)) if args.only else None
+    if args.clock == "virtual":
+        from cli.virtual import run_campaign_virtual
+        if args.lanes != "1" or args.reuse or args.only:
+            raise UserError("--clock virtual runs a campaign in one guest: without --lanes, --reuse or --only")
+        path, stats = run_campaign_virtual(args, sc, out)
+        return finish(path, args.json, stats)
     if args.lane is not None:                  # one worker of `--lanes`: run, report to the parent
         if out is None:
             raise UserError("--lane is a worker of --lanes and needs its --out")
@@ -285,12 +301,18 @@ def cmd_run(args) -> int:
         out = campaign.path
         reused = adopt(sc, campaign, select_runs(sc, only), [Path(d) for d in args.reuse])
         print(f"startlab: {reused.describe()}", file=sys.stderr)
-    host_rec = check_host(sc.profiles, args.unfit_host)       # before any network; once per campaign
-    if host_rec["forced"]:
+    # Before any network, once per campaign; the virtual clock's timers need no calibration.
+    host_rec = None if clock.is_virtual() else check_host(sc.profiles, args.unfit_host)
+    if host_rec and host_rec["forced"]:
         print(f"startlab: running on a host unfit for {', '.join(host_rec['unfit_profiles'])} "
               "(--unfit-host): every run is flagged", file=sys.stderr)
     if lanes == 1:
         campaign, stats = run_campaign(sc, out, args.delay_backend, only, host_rec=host_rec)
+        if clock.is_virtual():          # in the guest: the host writes the report
+            from scenarios.runner import export_campaign
+            write_json(campaign.path / "guest-stats.json", stats)
+            export_campaign(campaign.path)
+            return 0
     else:
         campaign, stats = run_campaign_in_lanes(sc, out, args.delay_backend, lanes,
                                                 [str(sc.path.resolve()), *_overrides(args)], only, host_rec)
@@ -407,6 +429,16 @@ def cmd_demo(args) -> int:
     return finish(campaign.path, args.json, stats)
 
 
+def _clock_options(p: argparse.ArgumentParser) -> None:
+    """--clock and what the virtual clock's guest takes (docs/emulation.md#the-virtual-clock)."""
+    p.add_argument("--clock", default="real", choices=clock.CHOICES,
+                   help="real: emulate on this host in real time (default); virtual: in a stock-kernel "
+                        "guest under QEMU's instruction-counted time, the same figures on any host")
+    p.add_argument("--seed", type=int, help="virtual clock: the guest's seed (default: the scenario's; 1 for fidelity)")
+    p.add_argument("--kernel", default="6.1", help="virtual clock: the guest's stock kernel, 6.1 or 6.12 (default 6.1)")
+    p.add_argument("--timeout-s", type=float, default=6 * 3600, help="virtual clock: wall-time bound of the guest")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from links import shapers
     from links.delay import BACKEND_CHOICES
@@ -430,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shaper", choices=shapers.cli_choices(),
                    help="how the bottleneck queues: tc tbf (default) or the delay line's own queue [with a policy] "
                         "(the default for a trace link)")
+    _clock_options(p)
     p.add_argument("--tuning", default="measured", choices=["measured", "fixed"],
                    help="the emulator's timing parameters: from this host's calibration (default) or the old "
                         "fixed constants (80 µs timer lead, 500 µs tbf bucket), for comparison")
@@ -462,6 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "variant, workload parameters, repetition, shaper) instead of running them; repeatable")
     p.add_argument("--lane", type=int, help=argparse.SUPPRESS)      # a worker of --lanes
     p.add_argument("--json", action="store_true", help="print the summary path and per-variant figures as JSON")
+    _clock_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("fleet", help="run a scenario sharded over the hosts of an Ansible inventory")

@@ -95,8 +95,11 @@ def ovs_datapath() -> bool:
 
 
 def switch_kind() -> tuple[str, type | None]:
-    """('ovs', OVSBridge) when the OVS kernel datapath exists, else ('linux-bridge', None)."""
-    if ovs_datapath():
+    """('ovs', OVSBridge) when the OVS kernel datapath exists, else ('linux-bridge', None).
+    On the virtual clock always the Linux bridge: no daemons to start or to share the guest's
+    one CPU with, and the same switch as the real clock's runs on a host without OVS."""
+    from machine import clock
+    if ovs_datapath() and not clock.is_virtual():
         from mininet.node import OVSBridge
         return "ovs", OVSBridge
     return "linux-bridge", None

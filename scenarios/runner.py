@@ -20,11 +20,11 @@ from analysis.runs import analyze_run
 from hosts.ping import PING_FRAME_BYTES, pair_rtts, path_rtt, ping_tail_flags
 from hosts.session import RunSession
 from hosts.workloads.base import WorkloadError
-from machine import host
+from machine import clock, host
 from machine.cpuset import confinement
 from machine.errors import HostUnfit, UserError
 from machine.provenance import provenance
-from results import schema
+from results import export, schema
 from results.campaign import Campaign
 from scenarios import hostcheck
 from scenarios.progress import Progress
@@ -75,12 +75,13 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     partial = campaign.start_run(run.run_id)
     t0 = time.monotonic()
     params = sc.params_for(run)
+    cpu0 = clock.cpu_times()
     try:
         with RunSession(net, sc.variants[run.variant], partial, scratch, sc.variant, rep=run.rep) as session:
             result = sc.workload.run(session, params, run.size_bytes)
             confined = None if lane is None else confinement(lane, net.instance)
     except (WorkloadError, RuntimeError) as exc:
-        campaign.fail_run(run.run_id, f"{type(exc).__name__}: {exc}")
+        export_run(campaign.fail_run(run.run_id, f"{type(exc).__name__}: {exc}"))
         raise RunFailed(str(exc)) from exc
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -94,6 +95,13 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
         **provenance(),
     }
     meta["host_check"] = {**hostcheck.run_record(host_rec, run.profile), **meta.get("host_check", {})}
+    meta["run_clock"] = clock.record()
+    if clock.is_virtual():
+        # The guest's CPU over the run (session set-up to teardown), in guest time: its
+        # saturation is the virtual clock's one way to be wrong, flagged the same on any host.
+        busy = clock.busy_fraction(cpu0, clock.cpu_times())
+        meta["guest_cpu"] = {"busy_fraction": busy}
+        meta["host_check"]["flags"] = [*meta["host_check"].get("flags", []), *clock.saturation_flags(busy)]
     if meta["host_check"].get("forced") and not (meta["host_check"].get("verdict") or {}).get("ok", True):
         meta["host_check"]["flags"] = [f"run on a host the calibration found unfit for {run.profile} "
                                  f"({hostcheck.ALLOW_FLAG}): {meta['host_check']['verdict']['reason']}",
@@ -112,10 +120,34 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     meta["timings"]["run_s"] = time.monotonic() - t0
     campaign.write_meta(partial, meta)
     if problems:
-        campaign.fail_run(run.run_id, "the run differs from its declaration:\n" + "\n".join(problems))
+        export_run(campaign.fail_run(run.run_id, "the run differs from its declaration:\n" + "\n".join(problems)))
         raise RunFailed("; ".join(problems))
-    campaign.finish_run(run.run_id)
+    export_run(campaign.finish_run(run.run_id))
     return meta
+
+
+def export_run(run_dir: Path) -> None:
+    """In a guest on the virtual clock: send the run, whole, to the host (results/export.py)."""
+    port = os.environ.get("STARTLAB_EXPORT")
+    if port:
+        export.export(run_dir, run_dir.name, port)
+
+
+def export_campaign(campaign_dir: Path) -> None:
+    """In a guest on the virtual clock, after the last run: the campaign's own files (its
+    record, networks, statistics) as one record, unpacked beside the runs."""
+    port = os.environ.get("STARTLAB_EXPORT")
+    if not port:
+        return
+    files = campaign_dir / export.CAMPAIGN_FILES
+    shutil.rmtree(files, ignore_errors=True)
+    files.mkdir()
+    for p in campaign_dir.iterdir():
+        if p.is_file():
+            shutil.copy2(p, files / p.name)
+        elif p.name == schema.NETWORKS_DIR:
+            shutil.copytree(p, files / p.name)
+    export.export(files, export.CAMPAIGN_FILES, port)
 
 
 SETTLE_WINDOW_S = 1.0       # building a network stalls the host for a moment: wait for

@@ -19,7 +19,7 @@ from mininet.net import Mininet
 from mininet.node import Host
 from mininet.nodelib import LinuxBridge
 
-from machine import host, registry
+from machine import clock, host, registry
 from machine.host import HostMonitor, HostTiming
 from machine.capabilities import require_root, switch_kind
 from machine.cpuset import own_cpus
@@ -27,7 +27,7 @@ from machine.errors import UserError
 from links import delay, shapers, traces
 from topologies import endhosts
 from topologies.endhosts import EndHostDefaults
-from links.hostfit import EmulatorTuning, delay_flags, rate_flags, tuning_for
+from links.hostfit import FIXED, EmulatorTuning, delay_flags, rate_flags, tuning_for
 from topologies.names import PathNames, TOPOLOGIES
 from topologies.path import PathTopo
 from links.profiles import LinkProfile
@@ -114,12 +114,14 @@ class Network:
         self.stack_cpus, self.line_cpu = delay.cpu_plan(own_cpus(), any(isinstance(e, delay.DelayLine)
                                                                          for e in backends))
         if self.tuning is None:
-            self.tuning = tuning_for(host.current())
+            # The virtual clock's timers are exact: nothing to calibrate, the profile's own bucket.
+            self.tuning = FIXED if clock.is_virtual() else tuning_for(host.current())
         for element in backends:
             element.tuning_flags = self.tuning.delayline_flags()
         self.instance = registry.new_instance()
-        self.monitor = HostMonitor(self.workdir, self.instance, hog=self.monitor_hog).start()
-        self.monitor_start = self.monitor.snapshot()
+        if not clock.is_virtual():     # on the virtual clock the guest's CPU is measured per run
+            self.monitor = HostMonitor(self.workdir, self.instance, hog=self.monitor_hog).start()
+            self.monitor_start = self.monitor.snapshot()
         self.names = PathNames(self.instance.prefix, TOPOLOGIES[self.profile.topology], self.pairs)
         for side in ("client", "server"):             # root-namespace objects, by name
             self.instance.add_bridge(self.names.switch(side))

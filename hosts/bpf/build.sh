@@ -16,9 +16,12 @@ mkdir -p "$OUT"
 exec 9>"$OUT/.build.lock"
 flock 9
 
-kernel=$(uname -r)
+# Another kernel's BTF (STARTLAB_BTF, its release in STARTLAB_BTF_KERNEL): the virtual
+# clock's guest kernel, whose objects the host builds once (machine/vm/icount.py).
+kernel=${STARTLAB_BTF_KERNEL:-$(uname -r)}
+btf=${STARTLAB_BTF:-/sys/kernel/btf/vmlinux}
 if [ ! -s "$OUT/vmlinux.h" ] || [ "$(cat "$OUT/vmlinux.kernel" 2>/dev/null)" != "$kernel" ]; then
-    "$BPFTOOL" btf dump file /sys/kernel/btf/vmlinux format c > "$OUT/vmlinux.h.tmp"
+    "$BPFTOOL" btf dump file "$btf" format c > "$OUT/vmlinux.h.tmp"
     mv "$OUT/vmlinux.h.tmp" "$OUT/vmlinux.h"
     echo "$kernel" > "$OUT/vmlinux.kernel"
 fi

@@ -30,6 +30,11 @@ CACHE_DIR = Path(os.environ.get("STARTLAB_VM_CACHE", "/var/cache/startlab/vm"))
 IMAGE_SIZE = "6G"
 # The guest's init (PID 1): mounts the share and hands over to the checkout's guest script.
 GUEST_INIT = Path(__file__).with_name("guest-init.sh")
+# PID 1 on the virtual clock (machine/vm/icount.py): no host I/O but character devices.
+VIRTUAL_INIT = Path(__file__).with_name("virtual-init.sh")
+# Loaded by the initramfs: the virtual clock's root and bundle are NVDIMMs (reads are memory
+# copies, synchronous in guest time), and its only way out is a virtio serial port.
+INITRAMFS_MODULES = ("libnvdimm", "nfit", "nd_pmem", "nd_btt", "virtio_console")
 
 
 @dataclass(frozen=True)
@@ -154,7 +159,8 @@ def _apt_versions(mirror: str, packages: list[tuple[str, str]], work: Path) -> d
 def cache_key(versions: dict[str, str]) -> str:
     """The image's key: the kernels' versions, the guest's package list and its init."""
     h = hashlib.sha256(json.dumps({"versions": versions, "packages": GUEST_PACKAGES, "suite": SUITE,
-                                   "init": GUEST_INIT.read_text()}, sort_keys=True).encode())
+                                   "init": GUEST_INIT.read_text(), "virtual_init": VIRTUAL_INIT.read_text(),
+                                   "initramfs_modules": INITRAMFS_MODULES}, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
 
@@ -229,8 +235,13 @@ def _build(work: Path, mirror: str, kernels: list[Kernel], versions: dict[str, s
             _run(["chroot", str(root), "apt-get", "install", "-y", "--no-install-recommends", "-t", suite,
                   "linux-image-amd64"], log, env=env)
         _run(["chroot", str(root), "apt-get", "clean"], log)
-    shutil.copy(GUEST_INIT, root / "sbin/startlab-init")
-    os.chmod(root / "sbin/startlab-init", 0o755)
+    for init, name in ((GUEST_INIT, "startlab-init"), (VIRTUAL_INIT, "startlab-vinit")):
+        shutil.copy(init, root / "sbin" / name)
+        os.chmod(root / "sbin" / name, 0o755)
+    progress("  initramfs with the NVDIMM and virtio console drivers …")
+    with (root / "etc/initramfs-tools/modules").open("a") as f:
+        f.write("".join(m + "\n" for m in INITRAMFS_MODULES))
+    _run(["chroot", str(root), "update-initramfs", "-u", "-k", "all"], log)
     (root / "etc/hostname").write_text("startlab-guest\n")
     manifest = {"suite": SUITE, "mirror": mirror, "versions": versions, "packages": list(GUEST_PACKAGES),
                 "kernels": {}, "built_unix_s": time.time()}

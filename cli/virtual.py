@@ -1,0 +1,149 @@
+"""`--clock virtual`: a command's emulation in a guest on the virtual clock (machine/vm/icount.py).
+
+The host prepares (the image, the guest kernel's BPF objects, a bundle of this checkout with
+the job), boots one guest, and unpacks each run the guest exports as it arrives, so a killed
+guest loses no finished run. What needs no emulation (the summary, the report) is done on the
+host afterwards, where the CPU is not the guest's.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from machine.errors import UserError
+from machine.vm import icount
+from machine.vm import image as vm_image
+from results import export
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_KERNEL = "6.1"
+GUEST_CAMPAIGN = "/run/startlab-campaign"
+# The delay element in the guest: the kernel's own netem, no userspace crossing per packet.
+GUEST_DELAY_BACKEND = "netem"
+
+
+class Importer:
+    """Unpacks the guest's export stream into `dest` as records complete."""
+
+    def __init__(self, stream: Path, dest: Path):
+        self.stream, self.dest, self.offset, self.names = stream, dest, 0, []
+
+    def poll(self) -> list[str]:
+        recs, self.offset = export.records(self.stream, self.offset)
+        for name, data in recs:
+            export.unpack(name, data, self.dest)
+            self.names.append(name)
+        return [n for n, _ in recs]
+
+
+def prepare(kernel_name: str, progress) -> tuple[vm_image.Image, vm_image.Kernel, Path]:
+    """The image, the kernel and the host-built BPF objects for it (each cached)."""
+    kernel = vm_image.parse_kernels(kernel_name)[0]
+    img = vm_image.ensure_image(list(vm_image.KERNELS.values()), None, progress)
+    return img, kernel, icount.guest_bpf(img, kernel, ROOT, progress)
+
+
+def _progress_line(log: Path) -> str:
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
+    return lines[-1][:160] if lines else "booting"
+
+
+def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: float,
+                 progress=print, env: dict[str, str] | None = None) -> icount.VirtualBoot:
+    """Boot one guest on the virtual clock with `job` (sh, run in the checkout), unpacking
+    what it exports into `dest`. Raises UserError when the guest did not finish its job."""
+    img, kernel, bpf = prepare(kernel_name, progress)
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".virtual-", dir=img.dir) as tmp:
+        work = Path(tmp)
+        clock = icount.clock_record(img, kernel, seed)
+        bundle = icount.make_bundle(ROOT, work, f"cd {shlex.quote(str(ROOT))}\n{job}", clock, bpf, env)
+        importer = Importer(work / "job" / "runs.stream", dest)
+
+        def watch(elapsed: float) -> None:
+            got = importer.poll()
+            progress(f"  virtual clock, {elapsed / 60:.1f} min wall: {_progress_line(work / 'job' / 'job.log')}"
+                     + (f" (received {', '.join(got)})" if got else ""))
+
+        progress(f"virtual clock: kernel {clock['kernel']}, shift {clock['shift']}, seed {seed}, "
+                 f"QEMU {clock['qemu']}; booting …")
+        b = icount.boot(img, kernel, bundle, ROOT, work / "job", seed, timeout_s, watch)
+        importer.poll()
+        export.merge_campaign_files(dest)
+        log_copy = dest / "guest.log"
+        if b.log.is_file():
+            shutil.copy(b.log, log_copy)
+        if b.rc is None:
+            raise UserError(f"the guest on the virtual clock did not finish its job: {b.why} (its log: {log_copy})")
+        progress(f"virtual clock: {b.guest_s} guest s in {b.wall_s:.0f} s wall"
+                 + (f" ({b.wall_s / b.guest_s:.1f}×)" if b.guest_s else ""))
+        return b
+
+
+def run_args(args, sc) -> list[str]:
+    """The guest's `run.py run` arguments: the scenario (by its path in the bundle, or copied
+    there), the selections, and the runs the host does not have yet."""
+    argv = []
+    for flag in ("profiles", "sizes", "variants"):
+        if getattr(args, flag):
+            argv += [f"--{flag}", getattr(args, flag)]
+    if args.reps is not None:
+        argv += ["--reps", str(args.reps)]
+    return argv
+
+
+def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
+    """`run SCENARIO --clock virtual`: the campaign in one guest; returns (campaign, stats)."""
+    from scenarios.runner import open_campaign, select_runs
+    campaign = open_campaign(sc, out)
+    todo = [r.run_id for r in select_runs(sc, None) if not campaign.is_done(r.run_id)]
+    if not todo:
+        return campaign.path, {"runs": len(select_runs(sc, None)), "skipped": len(select_runs(sc, None)),
+                               "failed": [], "wall_s": 0.0}
+    scenario = Path(sc.path).resolve()
+    if not scenario.is_relative_to(ROOT):
+        raise UserError(f"{scenario}: on the virtual clock a scenario must be inside the checkout ({ROOT}), "
+                        "which is what the guest sees")
+    py, run = shlex.quote(str(ROOT / ".venv" / "bin" / "python")), shlex.quote(str(ROOT / "run.py"))
+    only = "/run/startlab-only.txt"
+    backend = args.delay_backend if args.delay_backend != "auto" else GUEST_DELAY_BACKEND
+    job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {only}\n"
+           f"{py} {run} run {shlex.quote(str(scenario))} {' '.join(map(shlex.quote, run_args(args, sc)))} "
+           f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {backend}\n")
+    seed = args.seed if args.seed is not None else sc.seed
+    b = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
+                     progress=lambda m: print(m, file=sys.stderr))
+    stats_file = campaign.path / "guest-stats.json"
+    stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {
+        "runs": len(todo), "skipped": 0, "failed": [{"run": "?", "error": f"the guest's campaign exited {b.rc}"}]}
+    stats["virtual_clock"] = {"guest_s": b.guest_s, "wall_s": b.wall_s, "boot_wall_s": b.boot_s, "exit": b.rc}
+    stats["wall_s"] = b.wall_s
+    return campaign.path, stats
+
+
+def fidelity_virtual(args) -> dict:
+    """`fidelity PROFILE --clock virtual`: the check in a guest; its JSON result."""
+    py, run = shlex.quote(str(ROOT / ".venv" / "bin" / "python")), shlex.quote(str(ROOT / "run.py"))
+    backend = args.delay_backend if args.delay_backend != "auto" else GUEST_DELAY_BACKEND
+    job = (f"mkdir -p /run/fidelity\n"
+           f"{py} {run} fidelity {shlex.quote(args.profile)} --json --pings {args.pings} "
+           f"--delay-backend {backend} > /run/fidelity/result.json\n"
+           f"rc=$?\n{py} -m results.export /run/fidelity fidelity\nexit $rc\n")
+    with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
+        dest = Path(tmp)
+        b = run_in_guest(job, args.seed if args.seed is not None else 1, args.kernel, dest, args.timeout_s,
+                         progress=lambda m: print(m, file=sys.stderr))
+        path = dest / "fidelity" / "result.json"
+        if not path.is_file() or not path.read_text().strip():
+            raise UserError(f"the guest's fidelity check printed nothing (exit {b.rc}); its log: "
+                            f"{(dest / 'guest.log').read_text(errors='replace')[-600:]}")
+        result = json.loads(path.read_text())
+    result["clock"] = {"clock": "virtual", **icount.clock_record(*prepare(args.kernel, lambda m: None)[:2],
+                                                                  seed=args.seed if args.seed is not None else 1),
+                       "guest_s": b.guest_s, "wall_s": b.wall_s}
+    return result

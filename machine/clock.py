@@ -1,0 +1,58 @@
+"""Which clock a run is on, as the process running it sees it.
+
+On the real clock startlab runs on the host and its timing is as good as the host's: it is
+calibrated, monitored and flagged (machine/host.py, links/hostfit.py). On the virtual clock
+the same code runs inside a guest under QEMU's instruction-counted time (machine/vm/icount.py):
+timers fire exactly, so there is nothing to calibrate or monitor, but the guest's CPU is
+finite, so what a run can exceed is its CPU. The host writes the clock's record into the
+bundle the guest boots with; STARTLAB_CLOCK_FILE names it there.
+"""
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+REAL = "real"
+VIRTUAL = "virtual"
+CHOICES = (REAL, VIRTUAL)
+# A run whose guest CPU was busier than this was limited by it (measured in guest time, so
+# the verdict is the same on every host): the emulated path then is not the declared one.
+SATURATED_BUSY = 0.9
+
+
+@lru_cache(maxsize=1)
+def record() -> dict:
+    """The clock's record for meta.json: {"clock": "real"}, or the virtual clock's shift,
+    seed, QEMU, machine, kernel and image."""
+    path = os.environ.get("STARTLAB_CLOCK_FILE")
+    if not path:
+        return {"clock": REAL}
+    return {"clock": VIRTUAL, **json.loads(Path(path).read_text())}
+
+
+def is_virtual() -> bool:
+    return record()["clock"] == VIRTUAL
+
+
+def cpu_times(stat: Path = Path("/proc/stat")) -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs. In a guest these count guest time: on the virtual
+    clock they are exact."""
+    fields = [int(x) for x in stat.read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)        # idle + iowait
+    total = sum(fields[:8])                                         # guest time is inside user
+    return total - idle, total
+
+
+def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return round(busy / total, 4) if total > 0 else None
+
+
+def saturation_flags(busy: float | None) -> list[str]:
+    """A run's flag when the guest's CPU, not the path, set its pace."""
+    if busy is None or busy < SATURATED_BUSY:
+        return []
+    return [f"the guest's CPU was busy {busy:.0%} of the run (≥ {SATURATED_BUSY:.0%}): the virtual "
+            "clock's CPU, not the path, may have set the pace; use a lower-rate profile"]

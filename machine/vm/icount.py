@@ -1,0 +1,281 @@
+"""The virtual clock: one guest under QEMU's instruction-counted time (`-icount`).
+
+Under TCG with `-icount shift=N,sleep=off` every guest instruction advances the guest's clock
+by 2^N ns, and an idle guest's clock jumps to its next timer. Timers then fire exactly, and
+the host's load, steal and wake-up latency change only how long a run takes on the wall
+clock, not what happens in it. That holds only while nothing from the host reaches the guest
+at a time the host decides, so this guest has no disk and no 9p share:
+
+- its root is the image's ext4 file and its bundle (this checkout, its venv, its native
+  builds and BPF objects built for the guest's kernel, and the job) an ext4 image made for
+  the boot, both NVDIMMs backed by private file mappings: a read is a memory copy, within
+  the reading instruction;
+- its only way out is two virtio serial ports (the job's log and the export stream of
+  finished runs, results/export.py), whose writes QEMU completes within the writing
+  instruction (no ioeventfd under TCG);
+- its randomness comes from QEMU's `-seed` (RDRAND), and its wall clock starts at RTC_BASE.
+
+So a boot is a function of the image, the bundle and the seed: the same inputs give the same
+guest, instruction for instruction, on any host (docs/emulation.md#the-virtual-clock).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from machine import registry
+from machine.errors import UserError
+from machine.vm.image import Image, Kernel
+from machine.vm.qemu import QEMU, UP_MARKER
+
+# One instruction per ns, the fastest CPU icount models (shift is at least 0).
+SHIFT = 0
+MACHINE = "q35"
+ACCEL = "tcg,thread=single"
+CPUS = 1          # under icount, vCPUs take turns on one instruction counter: no capacity gained
+MEMORY_MB = 4096
+RTC_BASE = "2020-01-01"
+BUNDLE_DIR = ".startlab-virtual"
+BOOT_SCRIPT = Path(__file__).with_name("virtual-boot.sh")
+# The bundle's file system is made the same way every time: its UUID and directory hash seed
+# fixed, so the same files give the same image and the same lookups in the guest.
+BUNDLE_UUID = "5ad1ab00-0000-4000-8000-000000000001"
+BUNDLE_EPOCH = 1577836800       # 2020-01-01, RTC_BASE: every file's time in the bundle
+ALIGN = 128 << 20
+EXIT_PREFIX = "startlab-job: exit "
+WATCH_S = 30.0
+
+
+@lru_cache(maxsize=1)
+def qemu_version() -> str:
+    out = subprocess.run([QEMU, "--version"], capture_output=True, text=True).stdout
+    return out.splitlines()[0].removeprefix("QEMU emulator version ").strip() if out else "unknown"
+
+
+def clock_record(image: Image, kernel: Kernel, seed: int, shift: int = SHIFT) -> dict:
+    """What every run's meta.json keeps of the clock it ran on (machine/clock.py reads it)."""
+    _, _, release = image.boot_files(kernel)
+    return {"shift": shift, "seed": seed, "qemu": qemu_version(), "machine": MACHINE, "accel": ACCEL,
+            "cpus": CPUS, "memory_mb": MEMORY_MB, "rtc_base": RTC_BASE, "kernel": release,
+            "image": image.dir.name}
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def argv(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, seed: int,
+         shift: int = SHIFT) -> list[str]:
+    vmlinuz, initrd, _ = image.boot_files(kernel)
+    root_size, bundle_size = _aligned(image.disk.stat().st_size), bundle.stat().st_size
+    append = (f"root=/dev/pmem0 rw rootfstype=ext4 console=ttyS0 init=/sbin/startlab-vinit panic=-1 "
+              f"nokaslr mitigations=off quiet startlab.checkout={checkout}")
+    maxmem = MEMORY_MB + (root_size + bundle_size) // (1 << 20)
+    return [QEMU, "-machine", f"{MACHINE},nvdimm=on", "-accel", ACCEL, "-cpu", "max", "-smp", str(CPUS),
+            "-m", f"{MEMORY_MB}M,slots=2,maxmem={maxmem}M",
+            "-icount", f"shift={shift},sleep=off,align=off", "-rtc", f"base={RTC_BASE},clock=vm",
+            "-seed", str(seed), "-display", "none", "-monitor", "none", "-no-reboot", "-nic", "none",
+            "-serial", f"file:{job / 'console.log'}", "-kernel", str(vmlinuz), "-initrd", str(initrd),
+            "-append", append,
+            "-object", f"memory-backend-file,id=rootmem,mem-path={image.disk},size={root_size},share=off",
+            "-device", "nvdimm,id=nv0,memdev=rootmem",
+            "-object", f"memory-backend-file,id=bundlemem,mem-path={bundle},size={bundle_size},share=off",
+            "-device", "nvdimm,id=nv1,memdev=bundlemem",
+            "-device", "virtio-serial-pci,id=ports,ioeventfd=off",
+            "-chardev", f"file,id=runs,path={job / 'runs.stream'}",
+            "-device", "virtserialport,bus=ports.0,chardev=runs,name=startlab.runs",
+            "-chardev", f"file,id=log,path={job / 'job.log'}",
+            "-device", "virtserialport,bus=ports.0,chardev=log,name=startlab.log"]
+
+
+def _tracked(checkout: Path) -> list[str]:
+    r = subprocess.run(["git", "-C", str(checkout), "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True)
+    if r.returncode != 0:
+        raise UserError(f"the virtual clock bundles the checkout's tracked files: git ls-files failed in {checkout}")
+    return [f for f in r.stdout.decode().split("\0") if f]
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def _normalise_times(stage: Path, bpf: Path | None) -> None:
+    """Every file and directory at BUNDLE_EPOCH, so that the same files make the same image
+    whenever they are bundled; the BPF objects after their sources and vmlinux.h, so that
+    build.sh in the guest finds them up to date."""
+    for p in [*stage.rglob("*"), stage]:
+        os.utime(p, (BUNDLE_EPOCH, BUNDLE_EPOCH), follow_symlinks=False)
+    if bpf is not None:
+        for p in bpf.iterdir():
+            t = BUNDLE_EPOCH + (2 if p.suffix == ".o" else 1)
+            os.utime(p, (t, t))
+
+
+def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | None,
+                env: dict[str, str] | None = None) -> Path:
+    """The ext4 image the guest mounts at the checkout's path: the tracked files as they are
+    in the work tree, the venv, the native release builds, the guest kernel's BPF objects and
+    BUNDLE_DIR (boot script, job, clock record). Python's byte code is compiled here, once
+    (checked by hash, not by time), rather than in the guest at every import. The same files
+    give the same image, byte for byte (tests/test_virtual_clock_units.py)."""
+    stage = work / "bundle"
+    shutil.rmtree(stage, ignore_errors=True)
+    for rel in _tracked(checkout):
+        src = checkout / rel
+        if src.is_file() and not src.is_symlink():
+            _copy(src, stage / rel)
+    venv = checkout / ".venv"
+    if venv.is_dir():
+        shutil.copytree(venv, stage / ".venv", symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    for exe in sorted((checkout / "target" / "release").glob("startlab-*")):
+        if exe.is_file() and os.access(exe, os.X_OK):
+            _copy(exe, stage / "target" / "release" / exe.name)
+    extra = stage / BUNDLE_DIR
+    extra.mkdir(parents=True)
+    if bpf is not None:
+        shutil.copytree(bpf, extra / "bpf", ignore=shutil.ignore_patterns(".build.lock", "*.tmp"))
+    shutil.copy2(BOOT_SCRIPT, extra / "boot.sh")
+    (extra / "job.sh").write_text(job)
+    (extra / "clock.json").write_text(json.dumps(clock, sort_keys=True))
+    (extra / "env").write_text("".join(f"export {k}={v}\n" for k, v in sorted((env or {}).items())))
+    subprocess.run(["/usr/bin/python3", "-m", "compileall", "-q", "-j0", "--invalidation-mode",
+                    "unchecked-hash", "-s", str(stage), "-p", str(checkout), str(stage)],
+                   capture_output=True)
+    _normalise_times(stage, extra / "bpf" if bpf is not None else None)
+    used = int(subprocess.run(["du", "-sb", str(stage)], capture_output=True, text=True).stdout.split()[0])
+    size = _aligned(int(used * 1.3) + (64 << 20))
+    img = work / "bundle.ext4"
+    img.unlink(missing_ok=True)
+    r = subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "stl-bundle", "-U", BUNDLE_UUID,
+                        "-E", f"root_owner=0:0,hash_seed={BUNDLE_UUID}", "-d", str(stage), str(img),
+                        f"{size // 1024}k"], capture_output=True, text=True,
+                       env={**os.environ, "E2FSPROGS_FAKE_TIME": str(BUNDLE_EPOCH)})
+    if r.returncode != 0:
+        raise UserError(f"making the virtual clock's bundle failed: {r.stderr.strip()[-400:]}")
+    _fix_inode_times(stage, img)
+    shutil.rmtree(stage)
+    return img
+
+
+def _fix_inode_times(stage: Path, img: Path) -> None:
+    """mke2fs -d copies each file's ctime (and an atime its reading moved) from the stage,
+    which no one can set: debugfs sets them to BUNDLE_EPOCH, as the mtimes are."""
+    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(BUNDLE_EPOCH))
+    paths = ["/"] + ["/" + str(p.relative_to(stage)) for p in sorted(stage.rglob("*"))]
+    script = "".join(f'sif "{p}" {field} {stamp}\n' for p in paths for field in ("atime", "ctime", "crtime"))
+    r = subprocess.run(["debugfs", "-w", "-f", "-", str(img)], input=script, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise UserError(f"setting the bundle's inode times failed: {r.stderr.strip()[-400:]}")
+
+
+@dataclass
+class VirtualBoot:
+    """What one boot on the virtual clock did."""
+    kernel: str
+    rc: int | None          # the job's exit code; None when the guest never finished it
+    wall_s: float
+    boot_s: float | None    # wall seconds until the guest's init was up
+    guest_s: float | None   # the guest's uptime at the job's end (virtual seconds)
+    console: Path
+    log: Path
+    stream: Path
+    why: str = ""
+
+
+def _guest_uptime(log: Path) -> float | None:
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    for line in reversed(text.splitlines()):
+        if line.startswith("startlab-guest: uptime "):
+            return float(line.split()[2])
+    return None
+
+
+def boot(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, seed: int,
+         timeout_s: float, watch: Callable[[float], None] | None = None, shift: int = SHIFT) -> VirtualBoot:
+    """Boot `kernel` on the virtual clock with `bundle`, wait for its job, return what it did.
+    `watch` is called with the elapsed wall time every WATCH_S (progress)."""
+    if shutil.which(QEMU) is None:
+        raise UserError(f"{QEMU} is missing: provision with playbooks/bootstrap.sh (it installs the VM tools)")
+    _, _, release = image.boot_files(kernel)
+    job.mkdir(parents=True, exist_ok=True)
+    for name in ("job.log", "console.log", "runs.stream", "qemu.err"):
+        (job / name).unlink(missing_ok=True)
+    inst = registry.new_instance()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv(image, kernel, bundle, checkout, job, seed, shift), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=(job / "qemu.err").open("w"))
+    inst.add_process(proc.pid, f"qemu {kernel.name} (virtual clock)")
+    console, log = job / "console.log", job / "job.log"
+    boot_s, why, next_watch = None, "", WATCH_S
+    try:
+        while proc.poll() is None:
+            elapsed = time.monotonic() - t0
+            if boot_s is None and console.exists() and UP_MARKER in console.read_text(errors="replace"):
+                boot_s = elapsed
+            if elapsed > timeout_s:
+                why = f"the job did not finish within {timeout_s:.0f} s"
+                break
+            if watch is not None and elapsed >= next_watch:
+                watch(elapsed)
+                next_watch += WATCH_S
+            time.sleep(0.5)
+    finally:
+        inst.remove_all()
+    wall = time.monotonic() - t0
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    ends = [ln for ln in text.splitlines() if ln.startswith(EXIT_PREFIX)]
+    rc = int(ends[-1][len(EXIT_PREFIX):]) if ends else None
+    if rc is None and not why:
+        err = (job / "qemu.err").read_text(errors="replace").strip()
+        tail = console.read_text(errors="replace").strip().splitlines()[-3:] if console.exists() else []
+        why = (f"the guest stopped without finishing its job{': ' + err[-300:] if err else ''} "
+               f"(console: {' | '.join(tail)})")
+    return VirtualBoot(kernel=release, rc=rc, wall_s=round(wall, 1),
+                       boot_s=round(boot_s, 1) if boot_s is not None else None, guest_s=_guest_uptime(log),
+                       console=console, log=log, stream=job / "runs.stream", why=why)
+
+
+def guest_btf(image: Image, kernel: Kernel, checkout: Path, progress=print) -> Path:
+    """The guest kernel's BTF (/sys/kernel/btf/vmlinux), cached beside the image: one boot
+    the first time, so the host can build the BPF objects for that kernel."""
+    _, _, release = image.boot_files(kernel)
+    cached = image.dir / f"btf-{release}"
+    if cached.is_file() and cached.stat().st_size > 0:
+        return cached
+    progress(f"reading kernel {release}'s BTF in a guest (once per image and kernel) …")
+    work = Path(tempfile.mkdtemp(prefix=".work-", dir=image.dir))
+    try:
+        clock = clock_record(image, kernel, seed=1)
+        bundle = make_bundle(checkout, work, 'cat /sys/kernel/btf/vmlinux > "$STARTLAB_EXPORT"\n', clock, None)
+        b = boot(image, kernel, bundle, checkout, work / "job", seed=1, timeout_s=900)
+        if b.rc != 0 or not b.stream.is_file() or b.stream.stat().st_size == 0:
+            raise UserError(f"reading the guest kernel's BTF failed (exit {b.rc}): {b.why}")
+        tmp = cached.with_suffix(".tmp")
+        shutil.copy(b.stream, tmp)
+        os.rename(tmp, cached)
+        return cached
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def guest_bpf(image: Image, kernel: Kernel, checkout: Path, progress=print) -> Path:
+    """startlab's BPF objects built on the host against the guest kernel's BTF (build.sh,
+    quick when nothing changed), kept beside the image."""
+    _, _, release = image.boot_files(kernel)
+    btf = guest_btf(image, kernel, checkout, progress)
+    out = image.dir / f"bpf-{release}"
+    env = {**os.environ, "STARTLAB_BPF_OUT": str(out), "STARTLAB_BTF": str(btf), "STARTLAB_BTF_KERNEL": release}
+    r = subprocess.run([str(checkout / "hosts" / "bpf" / "build.sh")], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise UserError(f"building the BPF objects for kernel {release} failed: {r.stderr.strip()[-500:]}")
+    return out

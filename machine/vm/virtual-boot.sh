@@ -1,0 +1,33 @@
+#!/bin/sh
+# The virtual clock's guest after PID 1 (virtual-init.sh) mounted the bundle: the rest of the
+# guest's mounts, then the job, its output on the log port. Nothing here touches the host but
+# the two virtio serial ports, whose writes QEMU completes within the writing instruction, so
+# the guest's time never depends on how fast the host answers (machine/vm/icount.py).
+set -u
+checkout=$(sed -n 's/.*startlab\.checkout=\([^ ]*\).*/\1/p' /proc/cmdline)
+here="$checkout/.startlab-virtual"
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+for d in /dev/shm /run /tmp /var/tmp /root; do mount -t tmpfs tmpfs "$d"; done
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t bpf bpf /sys/fs/bpf
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+hostname startlab-guest
+ip link set lo up
+port() {
+  for d in /sys/class/virtio-ports/*; do
+    [ "$(cat "$d/name" 2>/dev/null)" = "$1" ] && echo "/dev/$(basename "$d")"
+  done
+}
+exec 3>"$(port startlab.log)"
+STARTLAB_EXPORT=$(port startlab.runs)
+# The BPF objects the host built against this kernel, where build.sh may take its lock.
+mkdir -p /run/startlab-bpf && cp -a "$here/bpf/." /run/startlab-bpf/ 2>/dev/null
+export STARTLAB_EXPORT STARTLAB_BPF_OUT=/run/startlab-bpf STARTLAB_CLOCK_FILE="$here/clock.json" \
+  PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1 HOME=/root STARTLAB_NO_REEXEC=1
+[ -f "$here/env" ] && . "$here/env"
+echo "startlab-guest: job from uptime $(cut -d' ' -f1 /proc/uptime) s" >&3
+cd /run && sh "$here/job.sh" >&3 2>&3
+rc=$?
+echo "startlab-guest: uptime $(cut -d' ' -f1 /proc/uptime)" >&3
+echo "startlab-job: exit $rc" >&3

@@ -1,0 +1,144 @@
+"""The virtual clock's pure parts: the export stream, the guest CPU figures, QEMU's command
+line and the bundle (no guest is booted here; tests/vm/test_virtual_clock.py boots them)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from machine import clock  # noqa: E402
+from machine.vm import icount  # noqa: E402
+from machine.vm.image import Image, Kernel  # noqa: E402
+from results import export  # noqa: E402
+
+
+def _run_dir(base: Path, name: str, payload: bytes) -> Path:
+    d = base / name
+    (d / "sub").mkdir(parents=True)
+    (d / "meta.json").write_text(json.dumps({"run_id": name}))
+    (d / "sub" / "cap.pcap").write_bytes(payload)
+    return d
+
+
+def test_export_records_round_trip_and_an_incomplete_record_waits(tmp_path: Path) -> None:
+    port = tmp_path / "stream"
+    export.export(_run_dir(tmp_path / "g", "run-a", b"\x00\x01" * 5000), "run-a", str(port))
+    export.export(_run_dir(tmp_path / "g", "run-b", b"x"), "run-b", str(port))
+    whole = port.read_bytes()
+    port.write_bytes(whole[:-10])                    # the guest was killed mid-record
+    recs, offset = export.records(port)
+    assert [n for n, _ in recs] == ["run-a"]
+    dest = tmp_path / "host"
+    dest.mkdir()
+    export.unpack(*recs[0], dest)
+    assert (dest / "run-a" / "sub" / "cap.pcap").read_bytes() == b"\x00\x01" * 5000
+    assert not list(dest.glob("*.partial"))
+    port.write_bytes(whole)                          # the rest arrives: read on from the offset
+    recs, _ = export.records(port, offset)
+    assert [n for n, _ in recs] == ["run-b"]
+
+
+def test_the_same_directory_exports_the_same_bytes(tmp_path: Path) -> None:
+    d = _run_dir(tmp_path, "run", b"abc")
+    assert export._tar(d) == export._tar(d)
+
+
+def test_export_refuses_a_record_outside_the_campaign_and_garbage(tmp_path: Path) -> None:
+    d = _run_dir(tmp_path, "run", b"abc")
+    data = export._tar(d)
+    with pytest.raises(ValueError):
+        export.unpack("../escape", data, tmp_path / "host")
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"hello world\n")
+    with pytest.raises(ValueError, match="not an export record"):
+        export.records(bad)
+
+
+def test_campaign_files_merge_into_the_campaign_top(tmp_path: Path) -> None:
+    files = tmp_path / "g" / export.CAMPAIGN_FILES
+    (files / "networks" / "n1").mkdir(parents=True)
+    (files / "campaign.json").write_text("{}")
+    dest = tmp_path / "host"
+    dest.mkdir()
+    export.unpack(export.CAMPAIGN_FILES, export._tar(files), dest)
+    export.merge_campaign_files(dest)
+    assert (dest / "campaign.json").is_file() and (dest / "networks" / "n1").is_dir()
+    assert not (dest / export.CAMPAIGN_FILES).exists()
+
+
+def test_guest_cpu_busy_fraction_and_its_flag(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 100 0 50 800 50 0 0 0 0 0\n")
+    before = clock.cpu_times(stat)
+    assert before == (150, 1000)
+    stat.write_text("cpu  1050 0 50 850 50 0 0 0 0 0\n")
+    busy = clock.busy_fraction(before, clock.cpu_times(stat))
+    assert busy == pytest.approx(950 / 1000)
+    assert clock.saturation_flags(busy) and "busy 95%" in clock.saturation_flags(busy)[0]
+    assert clock.saturation_flags(0.5) == [] and clock.saturation_flags(None) == []
+
+
+def test_the_clock_record_comes_from_the_bundle(tmp_path: Path, monkeypatch) -> None:
+    clock.record.cache_clear()
+    monkeypatch.delenv("STARTLAB_CLOCK_FILE", raising=False)
+    assert clock.record() == {"clock": "real"} and not clock.is_virtual()
+    f = tmp_path / "clock.json"
+    f.write_text(json.dumps({"shift": 0, "seed": 7}))
+    monkeypatch.setenv("STARTLAB_CLOCK_FILE", str(f))
+    clock.record.cache_clear()
+    assert clock.record() == {"clock": "virtual", "shift": 0, "seed": 7} and clock.is_virtual()
+    clock.record.cache_clear()
+
+
+def _fake_image(tmp_path: Path) -> Image:
+    d = tmp_path / "img"
+    d.mkdir()
+    (d / "root.ext4").write_bytes(b"\0" * 4096)
+    for f in ("vmlinuz-6.1.0-1-amd64", "initrd.img-6.1.0-1-amd64"):
+        (d / f).write_bytes(b"k")
+    (d / "manifest.json").write_text(json.dumps({"kernels": {"6.1": {
+        "release": "6.1.0-1-amd64", "vmlinuz": "vmlinuz-6.1.0-1-amd64", "initrd": "initrd.img-6.1.0-1-amd64"}}}))
+    return Image(d)
+
+
+def test_qemu_runs_on_instruction_counted_time_with_nothing_asynchronous(tmp_path: Path) -> None:
+    img = _fake_image(tmp_path)
+    bundle = tmp_path / "bundle.ext4"
+    bundle.write_bytes(b"\0" * icount.ALIGN)
+    a = icount.argv(img, Kernel("6.1", "bookworm", "Debian 12"), bundle, Path("/co"), tmp_path / "job", seed=42)
+    line = " ".join(a)
+    assert "-icount shift=0,sleep=off,align=off" in line and "-seed 42" in line
+    assert "-accel tcg,thread=single" in line and "-smp 1" in line and "clock=vm" in line
+    assert "ioeventfd=off" in line
+    # No disk, no 9p share, no network: the host's I/O timing cannot reach the guest.
+    assert not any(x in a for x in ("-drive", "-virtfs", "-hda")) and "-nic none" in line
+    assert line.count("nvdimm,") == 2 and "share=off" in line
+
+
+@pytest.mark.skipif(subprocess.run(["which", "mkfs.ext4"], capture_output=True).returncode != 0,
+                    reason="mkfs.ext4 missing")
+def test_the_same_files_make_the_same_bundle_byte_for_byte(tmp_path: Path) -> None:
+    co = tmp_path / "co"
+    (co / "pkg").mkdir(parents=True)
+    (co / "pkg" / "mod.py").write_text("X = 1\n")
+    (co / "run.py").write_text("print('hi')\n")
+    subprocess.run(["git", "init", "-q", str(co)], check=True)
+    subprocess.run(["git", "-C", str(co), "add", "."], check=True)
+    bpf = tmp_path / "bpf"
+    bpf.mkdir()
+    (bpf / "vmlinux.h").write_text("/* btf */\n")
+    (bpf / "a.bpf.o").write_bytes(b"ELF")
+    images = []
+    for n in range(2):
+        work = tmp_path / f"w{n}"
+        work.mkdir()
+        img = icount.make_bundle(co, work, "true\n", {"seed": 1}, bpf)
+        images.append(img.read_bytes())
+    assert images[0] == images[1]
+    assert len(images[0]) % icount.ALIGN == 0
