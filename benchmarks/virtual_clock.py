@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The virtual clock's claims, measured: determinism under host load, and what it costs.
+
+  determinism  one campaign three times on the virtual clock: twice on an idle host, once
+               beside two busy loops (one per core, started and stopped here by PID); then
+               analysis.determinism compares them run for run and file for file.
+  cost         per profile, `fidelity --clock virtual`: wall seconds per guest second, the
+               guest CPU's busy fraction over the bulk transfer, goodput against the ideal.
+
+Run as root: sudo .venv/bin/python benchmarks/virtual_clock.py determinism --reps 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from analysis import determinism  # noqa: E402
+
+RUN = [sys.executable, str(ROOT / "run.py")]
+
+
+def busy_loops(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
+
+
+def campaign(scenario: str, out: Path, reps: int, extra: list[str]) -> float:
+    t0 = time.monotonic()
+    r = subprocess.run([*RUN, "run", scenario, "--clock", "virtual", "--reps", str(reps), "--out", str(out), *extra],
+                       capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if r.returncode not in (0, 1):
+        sys.exit(f"campaign {out} failed (exit {r.returncode}): {r.stderr[-800:]}")
+    return wall
+
+
+def cmd_determinism(args) -> int:
+    out = Path(args.out)
+    dirs = [out / "idle-1", out / "idle-2", out / "busy"]
+    for d in dirs:
+        hogs = busy_loops(2) if d.name == "busy" else []
+        try:
+            wall = campaign(args.scenario, d, args.reps, args.extra)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+        print(f"{d.name}: {wall:.0f} s wall" + (" (two busy loops beside it)" if hogs else ""), flush=True)
+    results = determinism.compare(dirs)
+    print(determinism.text(results, dirs))
+    return 0 if results and all(not r.differing_figures for r in results) else 1
+
+
+def cmd_cost(args) -> int:
+    print(f"{'profile':<16} {'wall/guest':>10} {'guest busy':>10} {'goodput/ideal':>13}  verdict")
+    for name in args.profiles.split(","):
+        t0 = time.monotonic()
+        r = subprocess.run([*RUN, "fidelity", name, "--clock", "virtual", "--json"], capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        try:
+            res = json.loads(r.stdout)
+        except ValueError:
+            print(f"{name:<16} no result (exit {r.returncode}): {r.stderr.strip()[-300:]}")
+            continue
+        clock = res.get("clock") or {}
+        ratio = clock["wall_s"] / clock["guest_s"] if clock.get("guest_s") else None
+        busy = (res.get("guest_cpu") or {}).get("busy_fraction")
+        frac = res.get("goodput_fraction")
+        print(f"{name:<16} {ratio if ratio is None else f'{ratio:.1f}×':>10} "
+              f"{busy if busy is None else f'{busy:.0%}':>10} {frac if frac is None else f'{frac:.3f}':>13}  "
+              f"{'ok' if res.get('ok') else 'NOT ok: ' + str(res.get('explanation'))[:120]} ({wall:.0f} s)", flush=True)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("determinism")
+    d.add_argument("--scenario", default=str(ROOT / "scenarios" / "smoke.yaml"))
+    d.add_argument("--reps", type=int, default=5)
+    d.add_argument("--out", default="/tmp/startlab-virtual-determinism")
+    d.add_argument("extra", nargs="*", help="more `run` options, after --")
+    c = sub.add_parser("cost")
+    c.add_argument("--profiles", default="t1-50ms,gprs,geo-sat,qs-single-100m,dsl-fast")
+    args = p.parse_args()
+    return cmd_determinism(args) if args.cmd == "determinism" else cmd_cost(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
