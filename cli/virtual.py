@@ -119,8 +119,10 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
     b = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
                      progress=lambda m: print(m, file=sys.stderr))
     stats_file = campaign.path / "guest-stats.json"
-    stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {
-        "runs": len(todo), "skipped": 0, "failed": [{"run": "?", "error": f"the guest's campaign exited {b.rc}"}]}
+    if not stats_file.is_file():
+        tail = (campaign.path / "guest.log").read_text(errors="replace").strip().splitlines()[-12:]
+        raise UserError(f"the guest's campaign exited {b.rc} before its end:\n  " + "\n  ".join(tail))
+    stats = json.loads(stats_file.read_text())
     stats["virtual_clock"] = {"guest_s": b.guest_s, "wall_s": b.wall_s, "boot_wall_s": b.boot_s, "exit": b.rc}
     stats["wall_s"] = b.wall_s
     return campaign.path, stats

@@ -9,6 +9,10 @@ here="$checkout/.startlab-virtual"
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 for d in /dev/shm /run /tmp /var/tmp /root; do mount -t tmpfs tmpfs "$d"; done
+# A checkout under one of those (a clone in /tmp) was just hidden: mount the bundle again.
+if [ ! -d "$here" ]; then
+  mkdir -p "$checkout" && mount -t ext4 -o ro,noload /dev/pmem1 "$checkout"
+fi
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
