@@ -207,7 +207,7 @@ def cmd_kernels(args) -> int:
     wanted = parse_kernels(args.kernels)
     results = kernels.run_matrix(wanted, args.checks.split(",") if args.checks else None, args.accel,
                                  args.mirror, Path(args.keep) if args.keep else None, args.timeout_s,
-                                 progress=lambda m: print(m, file=sys.stderr, flush=True))
+                                 progress=lambda m: print(m, file=sys.stderr, flush=True), clock=args.clock)
     if args.json:
         emit_json(kernels.as_json(results))
     else:
@@ -578,6 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernels", default="6.1,6.12", help="comma-separated: 6.1 (Debian 12), 6.12 (Debian 13, "
                                                          "12's backports); default both")
     p.add_argument("--checks", help="comma-separated subset: doctor, smoke, variants, clean (default all)")
+    p.add_argument("--clock", default="real", choices=clock.CHOICES,
+                   help="virtual: every guest under QEMU's instruction-counted time, its timing judged")
     p.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
                    help="KVM, software emulation, or auto: KVM if a guest boots with it (default)")
     p.add_argument("--mirror", help="Debian mirror to build the image from (default: the host's apt sources)")

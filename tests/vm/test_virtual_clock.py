@@ -1,0 +1,85 @@
+"""The virtual clock (machine/vm/icount.py), booted for real: a stock-kernel guest under
+QEMU's instruction-counted time runs a campaign, and a second boot of the same checkout and
+seed runs it again beside two busy loops on the host.
+
+On the virtual clock a timing figure has one outcome: the same run gives the same figures
+whatever the host does, so the test asserts identity, file for file, and every run's record
+of the clock it ran on; nothing here depends on this host's timers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from analysis import determinism  # noqa: E402
+from conftest import assert_nothing_left  # noqa: E402
+
+# One variant, one short run at dsl-fast: the smallest campaign with the whole path (tbf,
+# netem, three captures, a competing long flow) that the guest carries unsaturated.
+CAMPAIGN = ["scenarios/smoke.yaml", "--variants", "cubic-iw10", "--reps", "1"]
+
+
+def _qemu_of_ours() -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"qemu-system-x86_64") and b"startlab.checkout=" in b" ".join(argv):
+                found.append(entry.name)
+    return found
+
+
+def _campaign(out: Path, busy_loops: int = 0) -> subprocess.CompletedProcess:
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(busy_loops)]
+    try:
+        return subprocess.run([sys.executable, str(ROOT / "run.py"), "run", *CAMPAIGN, "--clock", "virtual",
+                               "--out", str(out), "--json"], capture_output=True, text=True,
+                              env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=1800)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def test_a_campaign_on_the_virtual_clock_is_the_same_in_two_boots_whatever_the_host_does(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (run the suite with sudo)")
+    assert_nothing_left()
+    runs = []
+    for name, hogs in (("idle", 0), ("busy", 2)):
+        out = _campaign(tmp_path / name, hogs)
+        sys.stderr.write(out.stderr)
+        assert out.returncode == 0, f"{name}: exit {out.returncode}: {out.stderr[-1500:]}"
+        runs.append(tmp_path / name)
+    metas = sorted((tmp_path / "idle").glob("*/meta.json"))
+    assert len(metas) == 1, metas
+    meta = json.loads(metas[0].read_text())
+    clock = meta["run_clock"]
+    assert clock["clock"] == "virtual" and clock["shift"] == 0 and clock["cpus"] == 1
+    assert clock["kernel"].startswith("6.1.") and clock["qemu"] and clock["image"] and clock["seed"] == 1
+    # The guest's own path: netem in its kernel, its CPU measured over the run, not saturated.
+    assert meta["link"]["delay_backend"] == "netem"
+    assert 0 < meta["guest_cpu"]["busy_fraction"] < 0.9
+    assert not (meta["host_check"].get("flags") or []), meta["host_check"]
+    results = determinism.compare(runs)
+    print(determinism.text(results, runs))
+    assert len(results) == 1
+    assert not results[0].differing_figures, determinism.text(results, runs)
+    assert not results[0].differing_files and not results[0].missing_files, determinism.text(results, runs)
+    # The host wrote the report from what the guest exported; the guest left nothing here.
+    assert (tmp_path / "idle" / "report.html").is_file()
+    assert not list((tmp_path / "idle").glob("*.partial"))
+    assert not _qemu_of_ours()
+    assert_nothing_left()
