@@ -277,15 +277,21 @@ def run_kernel_virtual(kernel: vm_image.Kernel, selected: list[Check], scratch: 
                        progress=print) -> KernelResult:
     """The checks in one guest on the virtual clock (cli/virtual.py): timing is judged."""
     from cli.virtual import run_in_guest
-    dest = scratch / f"job-{kernel.name}"
+    got = scratch / f"virtual-{kernel.name}"
+    job = scratch / f"job-{kernel.name}"      # laid out as a 9p guest's job directory
     res = KernelResult(kernel.name, accel="virtual", accel_reason="the virtual clock: TCG with icount")
     why = ""
     try:
-        b = run_in_guest(guest_script(ROOT, selected, VIRTUAL_JOB), 1, kernel.name, dest, timeout_s, progress)
+        b = run_in_guest(guest_script(ROOT, selected, VIRTUAL_JOB), 1, kernel.name, got, timeout_s, progress)
         res.release, res.boot_s, res.wall_s = b.kernel, b.boot_s, b.wall_s
     except UserError as exc:
         why = str(exc)
-    return judge_cells(res, dest / "job", selected, "virtual", why)
+    if (got / "job").is_dir():
+        shutil.move(got / "job", job)
+    job.mkdir(parents=True, exist_ok=True)
+    if (got / "guest.log").is_file():
+        shutil.move(got / "guest.log", job / "job.log")
+    return judge_cells(res, job, selected, "virtual", why)
 
 
 def run_matrix(kernels: list[vm_image.Kernel], check_names: list[str] | None, accel: str,
