@@ -106,7 +106,7 @@ def cmd_fidelity(args) -> int:
         result = measure(profile, delay_backend=args.delay_backend, pings=args.pings, shaper=shaper,
                          tuning=FIXED if args.tuning == "fixed" else None)
         if clock.is_virtual():            # in the guest: its CPU over the whole check, in guest time
-            result["guest_cpu"] = {"busy_fraction": clock.busy_fraction(cpu0, clock.cpu_times())}
+            result["guest_cpu"] = clock.guest_cpu(cpu0, clock.cpu_times())
             saturated = clock.saturation_flags(result["guest_cpu"]["busy_fraction"])
             if saturated:
                 result["ok"] = False

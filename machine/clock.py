@@ -45,9 +45,19 @@ def cpu_times(stat: Path = Path("/proc/stat")) -> tuple[int, int]:
     return total - idle, total
 
 
+USER_HZ = os.sysconf("SC_CLK_TCK")
+
+
 def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float | None:
     busy, total = after[0] - before[0], after[1] - before[1]
     return round(busy / total, 4) if total > 0 else None
+
+
+def guest_cpu(before: tuple[int, int], after: tuple[int, int]) -> dict:
+    """The guest CPU over an interval: busy fraction and busy seconds. At icount shift 0 one
+    instruction is one ns, so busy seconds × 1e9 is the instructions the guest executed."""
+    return {"busy_fraction": busy_fraction(before, after), "busy_s": round((after[0] - before[0]) / USER_HZ, 2),
+            "seconds": round((after[1] - before[1]) / USER_HZ, 2)}
 
 
 def saturation_flags(busy: float | None) -> list[str]:

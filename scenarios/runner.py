@@ -99,9 +99,9 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     if clock.is_virtual():
         # The guest's CPU over the run (session set-up to teardown), in guest time: its
         # saturation is the virtual clock's one way to be wrong, flagged the same on any host.
-        busy = clock.busy_fraction(cpu0, clock.cpu_times())
-        meta["guest_cpu"] = {"busy_fraction": busy}
-        meta["host_check"]["flags"] = [*meta["host_check"].get("flags", []), *clock.saturation_flags(busy)]
+        meta["guest_cpu"] = clock.guest_cpu(cpu0, clock.cpu_times())
+        meta["host_check"]["flags"] = [*meta["host_check"].get("flags", []),
+                                       *clock.saturation_flags(meta["guest_cpu"]["busy_fraction"])]
     if meta["host_check"].get("forced") and not (meta["host_check"].get("verdict") or {}).get("ok", True):
         meta["host_check"]["flags"] = [f"run on a host the calibration found unfit for {run.profile} "
                                  f"({hostcheck.ALLOW_FLAG}): {meta['host_check']['verdict']['reason']}",

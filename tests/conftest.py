@@ -73,6 +73,26 @@ def leftovers() -> dict[str, list[str]]:
     }
 
 
+def vm_leftovers() -> list[str]:
+    """qemu processes of ours (their kernel command line names the checkout), mounts under
+    the VM image cache, half-built images (machine/vm)."""
+    from machine.vm.image import CACHE_DIR
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"qemu-system-x86_64") and b"startlab.checkout=" in b" ".join(argv):
+                found.append(f"qemu ({entry.name})")
+    mounts = Path("/proc/self/mounts").read_text().split("\n")
+    found += [m.split()[1] for m in mounts if m and m.split()[1].startswith(str(CACHE_DIR))]
+    found += [str(p) for p in CACHE_DIR.glob(".build-*")]
+    found += [str(p) for p in CACHE_DIR.glob("*/.virtual-*")] + [str(p) for p in CACHE_DIR.glob("*/.work-*")]
+    return found
+
+
 def assert_nothing_left() -> None:
     left = {k: v for k, v in leftovers().items() if v}
     assert not left, f"startlab left state behind: {left}"

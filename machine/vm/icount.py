@@ -34,7 +34,8 @@ from typing import Callable
 from machine import registry
 from machine.errors import UserError
 from machine.vm.image import Image, Kernel
-from machine.vm.qemu import QEMU, UP_MARKER
+from machine.vm import qemu
+from machine.vm.qemu import QEMU
 
 # One instruction per ns, the fastest CPU icount models (shift is at least 0).
 SHIFT = 0
@@ -51,7 +52,6 @@ BUNDLE_UUID = "5ad1ab00-0000-4000-8000-000000000001"
 BUNDLE_EPOCH = 1577836800       # 2020-01-01, RTC_BASE: every file's time in the bundle
 ALIGN = 128 << 20
 EXIT_PREFIX = "startlab-job: exit "
-WATCH_S = 30.0
 
 
 @lru_cache(maxsize=1)
@@ -203,7 +203,7 @@ def _guest_uptime(log: Path) -> float | None:
 def boot(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, seed: int,
          timeout_s: float, watch: Callable[[float], None] | None = None, shift: int = SHIFT) -> VirtualBoot:
     """Boot `kernel` on the virtual clock with `bundle`, wait for its job, return what it did.
-    `watch` is called with the elapsed wall time every WATCH_S (progress)."""
+    `watch` is called with the elapsed wall time every qemu.WATCH_S (progress)."""
     if shutil.which(QEMU) is None:
         raise UserError(f"{QEMU} is missing: provision with playbooks/bootstrap.sh (it installs the VM tools)")
     _, _, release = image.boot_files(kernel)
@@ -216,21 +216,7 @@ def boot(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, 
                             stdout=subprocess.DEVNULL, stderr=(job / "qemu.err").open("w"))
     inst.add_process(proc.pid, f"qemu {kernel.name} (virtual clock)")
     console, log = job / "console.log", job / "job.log"
-    boot_s, why, next_watch = None, "", WATCH_S
-    try:
-        while proc.poll() is None:
-            elapsed = time.monotonic() - t0
-            if boot_s is None and console.exists() and UP_MARKER in console.read_text(errors="replace"):
-                boot_s = elapsed
-            if elapsed > timeout_s:
-                why = f"the job did not finish within {timeout_s:.0f} s"
-                break
-            if watch is not None and elapsed >= next_watch:
-                watch(elapsed)
-                next_watch += WATCH_S
-            time.sleep(0.5)
-    finally:
-        inst.remove_all()
+    boot_s, why = qemu.wait(proc, inst, console, t0, timeout_s, watch)
     wall = time.monotonic() - t0
     text = log.read_text(errors="replace") if log.is_file() else ""
     ends = [ln for ln in text.splitlines() if ln.startswith(EXIT_PREFIX)]

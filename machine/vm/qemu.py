@@ -85,6 +85,25 @@ def boot(image: Image, kernel: Kernel, checkout: Path, job: Path, script: str, a
                             stdout=subprocess.DEVNULL, stderr=(job / "qemu.err").open("w"),
                             env={**os.environ, "TMPDIR": str(job)})
     inst.add_process(proc.pid, f"qemu {kernel.name} ({accel})")
+    boot_s, why = wait(proc, inst, console, t0, timeout_s, watch, up_within_s)
+    wall = time.monotonic() - t0
+    if boot_s is None and console.exists() and UP_MARKER in console.read_text(errors="replace"):
+        boot_s = wall
+    rc_file = job / "rc"
+    rc = int(rc_file.read_text().strip()) if rc_file.is_file() else None
+    if rc is None and not why:
+        err = (job / "qemu.err").read_text(errors="replace").strip()
+        why = f"the guest stopped without finishing its job{': ' + err[-300:] if err else ''} (console {console})"
+    return Boot(kernel=release, accel=accel, rc=rc, wall_s=round(wall, 1),
+                boot_s=round(boot_s, 1) if boot_s is not None else None, console=console,
+                log=job / "job.log", why=why)
+
+
+def wait(proc: subprocess.Popen, inst: registry.Instance, console: Path, t0: float, timeout_s: float,
+         watch: Callable[[float], None] | None = None, up_within_s: float | None = None) -> tuple[float | None, str]:
+    """Wait for a registered qemu to power off; stop it (and forget its instance) past
+    `timeout_s`, or past `up_within_s` without the guest's init up. Returns (wall seconds
+    until the init was up, why it was stopped)."""
     boot_s: float | None = None
     why = ""
     next_watch = WATCH_S
@@ -105,17 +124,7 @@ def boot(image: Image, kernel: Kernel, checkout: Path, job: Path, script: str, a
             time.sleep(0.5)
     finally:
         inst.remove_all()      # stops qemu if it still runs, and forgets the instance
-    wall = time.monotonic() - t0
-    if boot_s is None and console.exists() and UP_MARKER in console.read_text(errors="replace"):
-        boot_s = wall
-    rc_file = job / "rc"
-    rc = int(rc_file.read_text().strip()) if rc_file.is_file() else None
-    if rc is None and not why:
-        err = (job / "qemu.err").read_text(errors="replace").strip()
-        why = f"the guest stopped without finishing its job{': ' + err[-300:] if err else ''} (console {console})"
-    return Boot(kernel=release, accel=accel, rc=rc, wall_s=round(wall, 1),
-                boot_s=round(boot_s, 1) if boot_s is not None else None, console=console,
-                log=job / "job.log", why=why)
+    return boot_s, why
 
 
 def choose_accel(image: Image, kernel: Kernel, checkout: Path, scratch: Path, wanted: str) -> tuple[str, str]:

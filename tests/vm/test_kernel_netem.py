@@ -26,26 +26,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from cli.kernels import SMOKE, smoke_profile  # noqa: E402
-from conftest import assert_nothing_left  # noqa: E402
+from conftest import assert_nothing_left, vm_leftovers  # noqa: E402
 from scenarios.spec import Run, load_scenario  # noqa: E402
-
-
-def _vm_leftovers() -> list[str]:
-    """qemu processes of ours, and mounts under the image cache (machine/vm/image.py)."""
-    from machine.vm.image import CACHE_DIR
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"qemu-system-x86_64") and b"startlab.checkout=" in b" ".join(argv):
-                found.append(f"qemu ({entry.name})")
-    mounts = Path("/proc/self/mounts").read_text().split("\n")
-    found += [m.split()[1] for m in mounts if m and m.split()[1].startswith(str(CACHE_DIR))]
-    found += [str(p) for p in CACHE_DIR.glob(".build-*")]
-    return found
 
 
 def test_netem_and_ovs_smoke_on_debian_6_1(tmp_path: Path) -> None:
@@ -91,5 +73,5 @@ def test_netem_and_ovs_smoke_on_debian_6_1(tmp_path: Path) -> None:
         assert meta["kernel"].startswith("6.1.")
         assert [f["observed_cc"] for f in meta["flows"] if f["name"] == "short"] != [[]]
     assert out.returncode == 0, out.stderr[-2000:]
-    assert _vm_leftovers() == []
+    assert vm_leftovers() == []
     assert_nothing_left()

@@ -21,24 +21,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from analysis import determinism  # noqa: E402
-from conftest import assert_nothing_left  # noqa: E402
+from conftest import assert_nothing_left, vm_leftovers  # noqa: E402
 
 # One variant, one short run at dsl-fast: the smallest campaign with the whole path (tbf,
 # netem, three captures, a competing long flow) that the guest carries unsaturated.
 CAMPAIGN = ["scenarios/smoke.yaml", "--variants", "cubic-iw10", "--reps", "1"]
-
-
-def _qemu_of_ours() -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"qemu-system-x86_64") and b"startlab.checkout=" in b" ".join(argv):
-                found.append(entry.name)
-    return found
 
 
 def _campaign(out: Path, busy_loops: int = 0) -> subprocess.CompletedProcess:
@@ -81,5 +68,5 @@ def test_a_campaign_on_the_virtual_clock_is_the_same_in_two_boots_whatever_the_h
     # The host wrote the report from what the guest exported; the guest left nothing here.
     assert (tmp_path / "idle" / "report.html").is_file()
     assert not list((tmp_path / "idle").glob("*.partial"))
-    assert not _qemu_of_ours()
+    assert vm_leftovers() == []
     assert_nothing_left()
