@@ -5,7 +5,9 @@
                beside two busy loops (one per core, started and stopped here by PID); then
                analysis.determinism compares them run for run and file for file.
   cost         per profile, `fidelity --clock virtual`: wall seconds per guest second, the
-               guest CPU's busy fraction over the bulk transfer, goodput against the ideal.
+               guest CPU's busy fraction over the check, goodput against the ideal.
+  packets      instructions per packet through the bottleneck, one run with the userspace
+               delay line and one with netem in the guest's kernel.
 
 Run as root: sudo .venv/bin/python benchmarks/virtual_clock.py determinism --reps 5
 """
@@ -78,6 +80,33 @@ def cmd_cost(args) -> int:
     return 0
 
 
+def instructions_per_packet(campaign_dir: Path) -> list[tuple[str, float, float]]:
+    """(run, guest busy fraction, instructions per packet through the bottleneck) of each run:
+    at icount shift 0 a busy guest second is 1e9 instructions."""
+    out = []
+    for meta_path in sorted(campaign_dir.glob("*/meta.json")):
+        meta = json.loads(meta_path.read_text())
+        metrics = json.loads((meta_path.parent / "metrics.json").read_text())
+        packets = sum((metrics.get("counts") or {}).get(p, {}).get("tcp_packets", 0) for p in ("bneck_in",))
+        cpu = meta.get("guest_cpu") or {}
+        if packets and cpu.get("busy_s") is not None:
+            out.append((meta_path.parent.name, cpu["busy_fraction"], cpu["busy_s"] * 1e9 / packets))
+    return out
+
+
+def cmd_packets(args) -> int:
+    """The data path's cost per packet: the same run with the userspace delay line (the
+    earlier guest path) and with netem in the guest's kernel."""
+    out = Path(args.out)
+    for backend in ("delayline", "netem"):
+        d = out / backend
+        campaign(args.scenario, d, 1, ["--variants", "cubic-iw10", "--delay-backend", backend])
+        for run, busy, ipp in instructions_per_packet(d):
+            print(f"{backend:<10} {run}: guest busy {busy:.0%}, {ipp:,.0f} instructions per packet at the bottleneck",
+                  flush=True)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -88,8 +117,11 @@ def main() -> int:
     d.add_argument("extra", nargs="*", help="more `run` options, after --")
     c = sub.add_parser("cost")
     c.add_argument("--profiles", default="t1-50ms,gprs,geo-sat,qs-single-100m,dsl-fast")
+    k = sub.add_parser("packets")
+    k.add_argument("--scenario", default=str(ROOT / "scenarios" / "smoke.yaml"))
+    k.add_argument("--out", default="/tmp/startlab-virtual-packets")
     args = p.parse_args()
-    return cmd_determinism(args) if args.cmd == "determinism" else cmd_cost(args)
+    return {"determinism": cmd_determinism, "cost": cmd_cost, "packets": cmd_packets}[args.cmd](args)
 
 
 if __name__ == "__main__":
