@@ -102,7 +102,7 @@ def cmd_packets(args) -> int:
         d = out / backend
         campaign(args.scenario, d, 1, ["--variants", "cubic-iw10", "--delay-backend", backend])
         for run, busy, ipp in instructions_per_packet(d):
-            print(f"{backend:<10} {run}: guest busy {busy:.0%}, {ipp:,.0f} instructions per packet at the bottleneck",
+            print(f"{backend:<10} {run}: guest busy {busy:.0%}, {ipp:,.0f} instructions per packet at the bottleneck (the run, set-up included)",
                   flush=True)
     return 0
 
