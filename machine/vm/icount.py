@@ -15,8 +15,10 @@ at a time the host decides, so this guest has no disk and no 9p share:
   instruction (no ioeventfd under TCG);
 - its randomness comes from QEMU's `-seed` (RDRAND), and its wall clock starts at RTC_BASE.
 
-So a boot is a function of the image, the bundle and the seed: the same inputs give the same
-guest, instruction for instruction, on any host (docs/emulation.md#the-virtual-clock).
+So a boot is a function of QEMU, the image, the bundle and the seed: the same inputs give the
+same guest, instruction for instruction, however loaded the host (docs/emulation.md#the-virtual-clock).
+Two machines that each built the image have different image bytes (debootstrap writes times
+and random UUIDs), so identity across machines is not claimed.
 """
 from __future__ import annotations
 
