@@ -85,9 +85,8 @@ def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: f
         return b
 
 
-def run_args(args, sc) -> list[str]:
-    """The guest's `run.py run` arguments: the scenario (by its path in the bundle, or copied
-    there), the selections, and the runs the host does not have yet."""
+def run_args(args) -> list[str]:
+    """The guest's `run.py run` selections (profiles, sizes, variants, repetitions)."""
     argv = []
     for flag in ("profiles", "sizes", "variants"):
         if getattr(args, flag):
@@ -113,7 +112,7 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
     only = "/run/startlab-only.txt"
     backend = args.delay_backend if args.delay_backend != "auto" else GUEST_DELAY_BACKEND
     job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {only}\n"
-           f"{py} {run} run {shlex.quote(str(scenario))} {' '.join(map(shlex.quote, run_args(args, sc)))} "
+           f"{py} {run} run {shlex.quote(str(scenario))} {' '.join(map(shlex.quote, run_args(args)))} "
            f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {backend}\n")
     seed = args.seed if args.seed is not None else sc.seed
     b = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
