@@ -451,7 +451,7 @@ def _clock_options(p: argparse.ArgumentParser) -> None:
     """--clock and what the virtual clock's guest takes (docs/emulation.md#the-virtual-clock)."""
     p.add_argument("--clock", default="real", choices=clock.CHOICES,
                    help="real: emulate on this host in real time (default); virtual: in a stock-kernel "
-                        "guest under QEMU's instruction-counted time, the same figures on any host")
+                        "guest under QEMU's instruction-counted time, the same figures however busy the host")
     p.add_argument("--seed", type=int, help="virtual clock: the guest's seed (default: the scenario's; 1 for fidelity)")
     p.add_argument("--kernel", default="6.1", help="virtual clock: the guest's stock kernel, 6.1 or 6.12 (default 6.1)")
     p.add_argument("--timeout-s", type=float, default=6 * 3600, help="virtual clock: wall-time bound of the guest")
