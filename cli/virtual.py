@@ -8,6 +8,7 @@ host afterwards, where the CPU is not the guest's.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -59,7 +60,8 @@ def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: f
     what it exports into `dest`. Raises UserError when the guest did not finish its job."""
     img, kernel, bpf = prepare(kernel_name, progress)
     dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".virtual-", dir=img.dir) as tmp:
+    # Named by this process, so `run.py clean` removes it if this process dies first.
+    with tempfile.TemporaryDirectory(prefix=f".virtual-{os.getpid()}-", dir=img.dir) as tmp:
         work = Path(tmp)
         clock = icount.clock_record(img, kernel, seed)
         bundle = icount.make_bundle(ROOT, work, f"cd {shlex.quote(str(ROOT))}\n{job}", clock, bpf, env)

@@ -111,4 +111,23 @@ def clean(force: bool = False) -> list[str]:
                     removed.append(f"cpuset {path}")
             except OSError as exc:
                 removed.append(f"cpuset {path} NOT removed: {exc}")
+    removed += remove_dead_vm_scratch()
+    return removed
+
+
+# The virtual clock's scratch beside the VM image (machine/vm/icount.py, cli/virtual.py):
+# `.virtual-<pid>-…` and `.work-<pid>-…`, each its owner's while that process lives.
+VM_SCRATCH = re.compile(r"^\.(virtual|work)-(\d+)-")
+
+
+def remove_dead_vm_scratch() -> list[str]:
+    """Scratch directories of virtual-clock boots whose owner died before removing them."""
+    import shutil
+    from machine.vm.image import CACHE_DIR
+    removed = []
+    for path in sorted(CACHE_DIR.glob("*/.*")) if CACHE_DIR.is_dir() else []:
+        m = VM_SCRATCH.match(path.name)
+        if m and path.is_dir() and not Path(f"/proc/{m.group(2)}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(f"virtual clock scratch {path}")
     return removed

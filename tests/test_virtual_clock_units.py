@@ -142,3 +142,18 @@ def test_the_same_files_make_the_same_bundle_byte_for_byte(tmp_path: Path) -> No
         images.append(img.read_bytes())
     assert images[0] == images[1]
     assert len(images[0]) % icount.ALIGN == 0
+
+
+def test_clean_removes_the_scratch_of_a_dead_boot_and_keeps_a_live_ones(tmp_path: Path, monkeypatch) -> None:
+    from machine import cleanup
+    from machine.vm import image
+    monkeypatch.setattr(image, "CACHE_DIR", tmp_path)
+    key = tmp_path / "0123456789abcdef"
+    dead = key / ".virtual-99999999-x1"
+    live = key / f".virtual-{__import__('os').getpid()}-x2"
+    other = key / ".hidden-thing"
+    for d in (dead, live, other):
+        d.mkdir(parents=True)
+    removed = cleanup.remove_dead_vm_scratch()
+    assert removed == [f"virtual clock scratch {dead}"]
+    assert not dead.exists() and live.exists() and other.exists()

@@ -175,7 +175,8 @@ def _fix_inode_times(stage: Path, img: Path) -> None:
     stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(BUNDLE_EPOCH))
     paths = ["/"] + ["/" + str(p.relative_to(stage)) for p in sorted(stage.rglob("*"))]
     script = "".join(f'sif "{p}" {field} {stamp}\n' for p in paths for field in ("atime", "ctime", "crtime"))
-    r = subprocess.run(["debugfs", "-w", "-f", "-", str(img)], input=script, capture_output=True, text=True)
+    r = subprocess.run(["debugfs", "-w", "-f", "-", str(img)], input=script, capture_output=True, text=True,
+                       env={**os.environ, "E2FSPROGS_FAKE_TIME": str(BUNDLE_EPOCH)})   # its superblock write time
     if r.returncode != 0:
         raise UserError(f"setting the bundle's inode times failed: {r.stderr.strip()[-400:]}")
 
@@ -241,7 +242,7 @@ def guest_btf(image: Image, kernel: Kernel, checkout: Path, progress=print) -> P
     if cached.is_file() and cached.stat().st_size > 0:
         return cached
     progress(f"reading kernel {release}'s BTF in a guest (once per image and kernel) …")
-    work = Path(tempfile.mkdtemp(prefix=".work-", dir=image.dir))
+    work = Path(tempfile.mkdtemp(prefix=f".work-{os.getpid()}-", dir=image.dir))
     try:
         clock = clock_record(image, kernel, seed=1)
         bundle = make_bundle(checkout, work, 'cat /sys/kernel/btf/vmlinux > "$STARTLAB_EXPORT"\n', clock, None)
