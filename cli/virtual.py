@@ -58,6 +58,8 @@ def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: f
                  progress=print, env: dict[str, str] | None = None) -> icount.VirtualBoot:
     """Boot one guest on the virtual clock with `job` (sh, run in the checkout), unpacking
     what it exports into `dest`. Raises UserError when the guest did not finish its job."""
+    from machine.capabilities import require_root
+    require_root()                   # the image is built with debootstrap, the boot is registered
     img, kernel, bpf = prepare(kernel_name, progress)
     dest.mkdir(parents=True, exist_ok=True)
     # Named by this process, so `run.py clean` removes it if this process dies first.
