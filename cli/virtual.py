@@ -103,6 +103,7 @@ def run_args(args) -> list[str]:
 def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
     """`run SCENARIO --clock virtual`: the campaign in one guest; returns (campaign, stats)."""
     from scenarios.runner import open_campaign, select_runs
+    vm_image.parse_kernels(args.kernel)          # a bad name before any directory is made
     campaign = open_campaign(sc, out)
     todo = [r.run_id for r in select_runs(sc, None) if not campaign.is_done(r.run_id)]
     if not todo:
