@@ -282,7 +282,7 @@ def run_kernel_virtual(kernel: vm_image.Kernel, selected: list[Check], scratch: 
     res = KernelResult(kernel.name, accel="virtual", accel_reason="the virtual clock: TCG with icount")
     why = ""
     try:
-        b = run_in_guest(guest_script(ROOT, selected, VIRTUAL_JOB), 1, kernel.name, got, timeout_s, progress)
+        b, _ = run_in_guest(guest_script(ROOT, selected, VIRTUAL_JOB), 1, kernel.name, got, timeout_s, progress)
         res.release, res.boot_s, res.wall_s = b.kernel, b.boot_s, b.wall_s
     except UserError as exc:
         why = str(exc)

@@ -25,6 +25,8 @@ DEFAULT_KERNEL = "6.1"
 GUEST_CAMPAIGN = "/run/startlab-campaign"
 # The delay element in the guest: the kernel's own netem, no userspace crossing per packet.
 GUEST_DELAY_BACKEND = "netem"
+# The guest's interpreter and run.py: the checkout's, at its host path in the bundle.
+PY, RUN = shlex.quote(str(ROOT / ".venv" / "bin" / "python")), shlex.quote(str(ROOT / "run.py"))
 
 
 class Importer:
@@ -55,7 +57,7 @@ def _progress_line(log: Path) -> str:
 
 
 def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: float,
-                 progress=print, env: dict[str, str] | None = None) -> icount.VirtualBoot:
+                 progress=print) -> tuple[icount.VirtualBoot, dict]:
     """Boot one guest on the virtual clock with `job` (sh, run in the checkout), unpacking
     what it exports into `dest`. Raises UserError when the guest did not finish its job."""
     from machine.capabilities import require_root
@@ -66,7 +68,7 @@ def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: f
     with tempfile.TemporaryDirectory(prefix=f".virtual-{os.getpid()}-", dir=img.dir) as tmp:
         work = Path(tmp)
         clock = icount.clock_record(img, kernel, seed)
-        bundle = icount.make_bundle(ROOT, work, f"cd {shlex.quote(str(ROOT))}\n{job}", clock, bpf, env)
+        bundle = icount.make_bundle(ROOT, work, f"cd {shlex.quote(str(ROOT))}\n{job}", clock, bpf)
         importer = Importer(work / "job" / "runs.stream", dest)
 
         def watch(elapsed: float) -> None:
@@ -86,7 +88,7 @@ def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: f
             raise UserError(f"the guest on the virtual clock did not finish its job: {b.why} (its log: {log_copy})")
         progress(f"virtual clock: {b.guest_s} guest s in {b.wall_s:.0f} s wall"
                  + (f" ({b.wall_s / b.guest_s:.1f}×)" if b.guest_s else ""))
-        return b
+        return b, clock
 
 
 def run_args(args) -> list[str]:
@@ -105,23 +107,22 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
     from scenarios.runner import open_campaign, select_runs
     vm_image.parse_kernels(args.kernel)          # a bad name before any directory is made
     campaign = open_campaign(sc, out)
-    todo = [r.run_id for r in select_runs(sc, None) if not campaign.is_done(r.run_id)]
+    runs = select_runs(sc, None)
+    todo = [r.run_id for r in runs if not campaign.is_done(r.run_id)]
     if not todo:
-        return campaign.path, {"runs": len(select_runs(sc, None)), "skipped": len(select_runs(sc, None)),
-                               "failed": [], "wall_s": 0.0}
+        return campaign.path, {"runs": len(runs), "skipped": len(runs), "failed": [], "wall_s": 0.0}
     scenario = Path(sc.path).resolve()
     if not scenario.is_relative_to(ROOT):
         raise UserError(f"{scenario}: on the virtual clock a scenario must be inside the checkout ({ROOT}), "
                         "which is what the guest sees")
-    py, run = shlex.quote(str(ROOT / ".venv" / "bin" / "python")), shlex.quote(str(ROOT / "run.py"))
     only = "/run/startlab-only.txt"
     backend = args.delay_backend if args.delay_backend != "auto" else GUEST_DELAY_BACKEND
     job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {only}\n"
-           f"{py} {run} run {shlex.quote(str(scenario))} {' '.join(map(shlex.quote, run_args(args)))} "
+           f"{PY} {RUN} run {shlex.quote(str(scenario))} {' '.join(map(shlex.quote, run_args(args)))} "
            f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {backend}\n")
     seed = args.seed if args.seed is not None else sc.seed
-    b = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
-                     progress=lambda m: print(m, file=sys.stderr))
+    b, _ = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
+                        progress=lambda m: print(m, file=sys.stderr))
     stats_file = campaign.path / "guest-stats.json"
     if not stats_file.is_file():
         tail = (campaign.path / "guest.log").read_text(errors="replace").strip().splitlines()[-12:]
@@ -134,22 +135,19 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
 
 def fidelity_virtual(args) -> dict:
     """`fidelity PROFILE --clock virtual`: the check in a guest; its JSON result."""
-    py, run = shlex.quote(str(ROOT / ".venv" / "bin" / "python")), shlex.quote(str(ROOT / "run.py"))
     backend = args.delay_backend if args.delay_backend != "auto" else GUEST_DELAY_BACKEND
     job = (f"mkdir -p /run/fidelity\n"
-           f"{py} {run} fidelity {shlex.quote(args.profile)} --json --pings {args.pings} "
+           f"{PY} {RUN} fidelity {shlex.quote(args.profile)} --json --pings {args.pings} "
            f"--delay-backend {backend} > /run/fidelity/result.json\n"
-           f"rc=$?\n{py} -m results.export /run/fidelity fidelity\nexit $rc\n")
+           f"rc=$?\n{PY} -m results.export /run/fidelity fidelity\nexit $rc\n")
     with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
         dest = Path(tmp)
-        b = run_in_guest(job, args.seed if args.seed is not None else 1, args.kernel, dest, args.timeout_s,
-                         progress=lambda m: print(m, file=sys.stderr))
+        b, clock = run_in_guest(job, args.seed if args.seed is not None else 1, args.kernel, dest, args.timeout_s,
+                                progress=lambda m: print(m, file=sys.stderr))
         path = dest / "fidelity" / "result.json"
         if not path.is_file() or not path.read_text().strip():
             raise UserError(f"the guest's fidelity check printed nothing (exit {b.rc}); its log: "
                             f"{(dest / 'guest.log').read_text(errors='replace')[-600:]}")
         result = json.loads(path.read_text())
-    result["clock"] = {"clock": "virtual", **icount.clock_record(*prepare(args.kernel, lambda m: None)[:2],
-                                                                  seed=args.seed if args.seed is not None else 1),
-                       "guest_s": b.guest_s, "wall_s": b.wall_s}
+    result["clock"] = {"clock": "virtual", **clock, "guest_s": b.guest_s, "wall_s": b.wall_s}
     return result

@@ -122,8 +122,7 @@ def _normalise_times(stage: Path, bpf: Path | None) -> None:
             os.utime(p, (t, t))
 
 
-def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | None,
-                env: dict[str, str] | None = None) -> Path:
+def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | None) -> Path:
     """The ext4 image the guest mounts at the checkout's path: the tracked files as they are
     in the work tree, the venv, the native release builds, the guest kernel's BPF objects and
     BUNDLE_DIR (boot script, job, clock record). Python's byte code is compiled here, once
@@ -149,7 +148,6 @@ def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | N
     shutil.copy2(BOOT_SCRIPT, extra / "boot.sh")
     (extra / "job.sh").write_text(job)
     (extra / "clock.json").write_text(json.dumps(clock, sort_keys=True))
-    (extra / "env").write_text("".join(f"export {k}={v}\n" for k, v in sorted((env or {}).items())))
     subprocess.run(["/usr/bin/python3", "-m", "compileall", "-q", "-j0", "--invalidation-mode",
                     "unchecked-hash", "-s", str(stage), "-p", str(checkout), str(stage)],
                    capture_output=True)

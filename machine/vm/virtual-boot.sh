@@ -29,7 +29,6 @@ STARTLAB_EXPORT=$(port startlab.runs)
 mkdir -p /run/startlab-bpf && cp -a "$here/bpf/." /run/startlab-bpf/ 2>/dev/null
 export STARTLAB_EXPORT STARTLAB_BPF_OUT=/run/startlab-bpf STARTLAB_CLOCK_FILE="$here/clock.json" \
   PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1 HOME=/root STARTLAB_NO_REEXEC=1
-[ -f "$here/env" ] && . "$here/env"
 echo "startlab-guest: job from uptime $(cut -d' ' -f1 /proc/uptime) s" >&3
 cd /run && sh "$here/job.sh" >&3 2>&3
 rc=$?
