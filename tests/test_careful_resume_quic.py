@@ -104,13 +104,16 @@ def test_a_second_connection_reconnoitres_with_the_iw_then_jumps_half_the_saved_
     unvalidated = [d for d in second["datagrams"] if d.src == SERVER_IP and d.length >= DATAGRAM
                    and jump["t_unix_s"] <= d.ts <= end["t_unix_s"]]
     assert 0 < len(unvalidated) <= jump["congestion_window"] // DATAGRAM + 1, len(unvalidated)
-    # quinn paces a window over 0.8 of the smoothed RTT after a burst of up to 10 datagrams;
-    # the queue is empty when the jump starts, so that RTT is the path's (the minimum).
-    rate = 1.25 * (jump["congestion_window"] / DATAGRAM) / (second["min_rtt_ms"] / 1e3)
-    ideal = max(0, len(unvalidated) - 10) / rate
+    # ... released beneath quinn at jump_cwnd per smoothed RTT (§4.3.2), as the server
+    # recorded it, and on the wire within 10 % of that rate.
+    pacing = second["careful_resume"]["jump_pacing"]
+    assert pacing and abs(pacing["rate_Bps"] * pacing["srtt_us"] / 1e6 / jump["congestion_window"] - 1) < 1e-3, \
+        (pacing, jump["congestion_window"])
     span = unvalidated[-1].ts - unvalidated[0].ts
-    path.timing.add("the jump paced at jump_cwnd per 0.8 RTT", span >= 0.6 * ideal,
-                    f"{len(unvalidated)} datagrams over {span * 1e3:.1f} ms, paced {ideal * 1e3:.1f} ms")
+    ideal = sum(d.length for d in unvalidated[:-1]) / pacing["rate_Bps"]
+    path.timing.add("the jump paced at jump_cwnd per srtt", abs(span / ideal - 1) <= 0.10,
+                    f"{len(unvalidated)} datagrams over {span * 1e3:.1f} ms, paced {ideal * 1e3:.1f} ms "
+                    f"(srtt {pacing['srtt_us'] / 1e3:.1f} ms)")
     assert_qlog_validates(second)
 
 

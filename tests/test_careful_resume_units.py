@@ -22,7 +22,7 @@ def test_the_layouts_match_the_bpf_source():
     assert len(cr.PHASES) == 6
     triggers = re.search(r"enum cr_trigger \{([^}]*)\}", SOURCE).group(1)
     assert len([t for t in triggers.split(",") if t.strip()]) == len(cr.TRIGGERS)
-    assert struct.calcsize(cr.EVENT_FORMAT) == 40 and struct.calcsize(cr.CONFIG_FORMAT) == 24
+    assert struct.calcsize(cr.EVENT_FORMAT) == 48 and struct.calcsize(cr.CONFIG_FORMAT) == 24
 
 
 def test_config_value_packs_lifetime_jump_beta_and_min_save():
@@ -32,8 +32,8 @@ def test_config_value_packs_lifetime_jump_beta_and_min_save():
 def test_a_log_decodes_to_the_qlog_fields():
     key = struct.pack(CONN_FORMAT, struct.unpack("<I", socket.inet_aton("10.2.0.1"))[0],
                       struct.unpack("<I", socket.inet_aton("10.1.0.1"))[0], 80, 40000, 3)
-    events = [(1_000, 0, 1, 0, 0, 10, 0x7fffffff, 0, 0, 0, 120, 60_000),
-              (2_000, 1, 2, 1, 0, 60, 0x7fffffff, 18, 1_000_001, 0, 120, 60_000)]
+    events = [(1_000, 0, 1, 0, 0, 10, 0x7fffffff, 0, 0, 0, 120, 60_000, 61_000, 0xffffffff),
+              (2_000, 1, 2, 1, 0, 60, 0x7fffffff, 18, 1_000_001, 0, 120, 60_000, 62_000, 1_401_290)]
     raw = b"".join(struct.pack(cr.EVENT_FORMAT, *e) for e in events)
     value = struct.pack("<II", 2, 1448) + raw + bytes(struct.calcsize(cr.EVENT_FORMAT) * (cr.EVENTS - 2))
     log = cr.decode_log(key, value)
@@ -42,4 +42,5 @@ def test_a_log_decodes_to_the_qlog_fields():
         ("observing", "reconnaissance", None), ("reconnaissance", "unvalidated", "congestion_window_limited")]
     assert log["events"][1]["congestion_window"] == 60 and log["events"][1]["pipesize"] == 18
     assert log["events"][1]["first_unvalidated_packet"] == 1_000_001
+    assert (log["events"][1]["srtt_us"], log["events"][1]["pacing_rate_Bps"]) == (62_000, 1_401_290)
 

@@ -14,7 +14,8 @@
  *     initial data (IW segments) is acknowledged without congestion and it has more to
  *     send than the window allows, it jumps.
  *   Unvalidated (§3.3): PipeSize = flight size, cwnd = jump_cwnd = min(max_jump,
- *     saved_cwnd / 2), paced at jump_cwnd per current RTT (§4.3.2); each ACK adds the
+ *     saved_cwnd / 2), paced at jump_cwnd per current RTT (§4.3.2), held there by the
+ *     socket's maximum pacing rate (cr_pace_jump); each ACK adds the
  *     segments it acknowledges to PipeSize, and the window does not grow (it would pass
  *     jump_cwnd). An RTT sample outside (saved_rtt / 2, 10 x saved_rtt] is a path change:
  *     Safe Retreat, the window set to PipeSize / 2 at once (no recovery is under way).
@@ -105,6 +106,8 @@ struct cr_event {
 	u32 last_unvalidated;
 	u32 saved_cwnd;
 	u32 saved_rtt_us;
+	u32 srtt_us;          /* the smoothed RTT then */
+	u32 pacing_rate;      /* bytes/s, the socket's pacing rate after the change */
 };
 
 struct cr_log {
@@ -207,6 +210,8 @@ static __always_inline void cr_phase(struct sock *sk, u8 next, u8 trigger)
 			e->last_unvalidated = p->last_unval;
 			e->saved_cwnd = p->saved_cwnd;
 			e->saved_rtt_us = p->saved_rtt_us;
+			e->srtt_us = tp->srtt_us >> 3;
+			e->pacing_rate = sk->sk_pacing_rate > 0xffffffffULL ? 0xffffffffU : (u32)sk->sk_pacing_rate;
 			log->n = n + 1;
 		}
 	}
@@ -236,7 +241,7 @@ static __always_inline void cr_stop(struct sock *sk, u8 trigger, int delete)
 {
 	struct cr_priv *p = cr(sk);
 
-	sk->sk_pacing_status = SK_PACING_NONE;      /* CUBIC does not pace */
+	stop_pacing(sk);                            /* CUBIC does not pace */
 	cr_let_go(sk, delete);
 	cr_phase(sk, CR_NORMAL, trigger);
 	p->round_end = tcp(sk)->snd_nxt;
@@ -297,6 +302,19 @@ static __always_inline u32 cr_jump(struct sock *sk)
 	return jump < tcp(sk)->snd_cwnd_clamp ? jump : tcp(sk)->snd_cwnd_clamp;
 }
 
+/* The Unvalidated phase's pacing: `rate` (bytes/s) and no faster. The kernel recomputes a
+ * paced socket's rate on every ACK, this one included (tcp_update_pacing_rate: 200 % of
+ * cwnd/srtt below ssthresh/2), so a rate written here alone would send the jump at twice
+ * jump_cwnd/srtt; the socket's maximum pacing rate bounds that recomputation, and the phase's
+ * end lifts it (stop_pacing). */
+static __always_inline void cr_pace_jump(struct sock *sk, u64 rate)
+{
+	u32 cap = rate > 0xfffffffeULL ? 0xfffffffeU : (u32)rate;   /* ~0 would mean no cap */
+
+	start_pacing(sk, cap);
+	bpf_setsockopt(sk, SOL_SOCKET, SO_MAX_PACING_RATE, &cap, sizeof(cap));
+}
+
 /* Reconnaissance, on each ACK without congestion: confirm the path, then jump. */
 static __always_inline void cr_reconnoitre(struct sock *sk)
 {
@@ -321,7 +339,7 @@ static __always_inline void cr_reconnoitre(struct sock *sk)
 	p->first_unval = tp->snd_nxt;
 	p->t_unval_us = (u32)tp->tcp_mstamp;
 	tp->snd_cwnd = jump;
-	start_pacing(sk, pace_rate(tp, jump, 1, 1));    /* jump_cwnd per current RTT (§4.3.2) */
+	cr_pace_jump(sk, pace_rate(tp, jump, 1, 1));   /* jump_cwnd per current RTT (§4.3.2) */
 	cr_phase(sk, CR_UNVALIDATED, CR_T_CWND_LIMITED);
 }
 
@@ -340,7 +358,7 @@ static __always_inline void cr_unvalidated_end(struct sock *sk, u8 trigger)
 	}
 	tp->snd_cwnd = flight;
 	p->last_unval = tp->snd_nxt;
-	sk->sk_pacing_status = SK_PACING_NONE;
+	stop_pacing(sk);
 	cr_phase(sk, CR_VALIDATING, trigger);
 }
 
@@ -414,7 +432,7 @@ static __always_inline u32 cr_retreat(struct sock *sk, u8 trigger)
 		p->last_unval = tp->snd_nxt;
 	cr_phase(sk, CR_RETREAT, trigger);
 	cr_let_go(sk, 1);                           /* §3.5: removing saved information */
-	sk->sk_pacing_status = SK_PACING_NONE;
+	stop_pacing(sk);
 	return half < 2 ? 2 : half;
 }
 

@@ -33,7 +33,7 @@ TRIGGERS = (None, "congestion_window_limited", "rtt_exceeded", "first_unvalidate
             "rate_limited", "path_changed", "packet_loss", "ECN_CE", "exit_recovery")
 CONFIG_FORMAT = "<QIIII"                 # struct cr_config
 EVENTS = 8                               # STL_CR_EVENTS
-EVENT_FORMAT = "<QBBBBIIIIIII"           # struct cr_event
+EVENT_FORMAT = "<QBBBBIIIIIIIII"         # struct cr_event
 LOG_FORMAT = "<II" + EVENT_FORMAT[1:] * EVENTS
 PATH_FORMAT = "<III"                     # struct cr_path: local address, destination, generation
 SAVED_FORMAT = "<QIIII"                  # struct cr_saved
@@ -55,11 +55,12 @@ def decode_log(key: bytes, value: bytes) -> dict:
     """One connection's phase changes from the event map (addresses dotted, times in ns)."""
     mss, logged = events(value, EVENT_FORMAT, EVENTS)
     out = []
-    for t, old, new, trig, _, cwnd, ssthresh, pipe, first, last, saved_cwnd, saved_rtt in logged:
+    for t, old, new, trig, _, cwnd, ssthresh, pipe, first, last, saved_cwnd, saved_rtt, srtt, rate in logged:
         out.append({"t_ns": t, "old": PHASES[old], "new": PHASES[new], "trigger": TRIGGERS[trig],
                     "congestion_window": cwnd, "ssthresh": ssthresh, "pipesize": pipe,
                     "first_unvalidated_packet": first, "last_unvalidated_packet": last,
-                    "saved_congestion_window": saved_cwnd, "saved_rtt_us": saved_rtt})
+                    "saved_congestion_window": saved_cwnd, "saved_rtt_us": saved_rtt,
+                    "srtt_us": srtt, "pacing_rate_Bps": rate})
     return {**connection(key), "mss": mss, "events": out}
 
 

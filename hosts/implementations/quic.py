@@ -101,7 +101,7 @@ class Quic(Implementation):
                 args.append("--datagram-pacing")
             if params["cc"] == "careful-resume":
                 if params["sender"] != "rfc9438" or params["datagram_pacing"]:
-                    raise ValueError("careful-resume runs over the rfc9438 sender and quinn's pacer")
+                    raise ValueError("careful-resume runs over the rfc9438 sender and times its own jump (no datagram_pacing)")
                 args += ["--iw", str(params["iw"]), "--cr-lifetime-s", f"{params['cr_lifetime_s']:g}",
                          "--cr-max-jump", str(params["cr_max_jump"]), "--cr-beta", f"{params['cr_beta']:g}",
                          "--cr-min-save", str(params["cr_min_save"])]

@@ -156,6 +156,16 @@ pub struct Blitzed {
     pub cwnd: u64,
 }
 
+/// Careful Resume's jump as paced: bytes per second, from the window and the smoothed RTT
+/// when its first datagram left.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JumpPace {
+    pub rate: f64,
+    pub srtt: Duration,
+    /// When the next datagram of the jump may leave.
+    next: Instant,
+}
+
 /// The congestion control beneath the start and the pacing: one interface, two senders.
 #[derive(Clone, Debug)]
 enum Engine {
@@ -200,6 +210,9 @@ pub struct StartlabController {
     flight: Option<StartFlight>,
     /// The datagram pacer and where its times go (both or neither).
     pacer: Option<(Pacer, Arc<PaceCell>)>,
+    /// Where Careful Resume's jump is timed, datagram by datagram (see `pace_jump`).
+    jump_cell: Option<Arc<PaceCell>>,
+    jump_pace: Option<JumpPace>,
     careful_resume: Option<CarefulResume>,
     /// Careful Resume was told that the response began.
     response_told: bool,
@@ -224,6 +237,8 @@ impl StartlabController {
             blitzed: None,
             flight: None,
             pacer: None,
+            jump_cell: None,
+            jump_pace: None,
             careful_resume: None,
             response_told: false,
         }
@@ -258,21 +273,58 @@ impl StartlabController {
         }
     }
 
-    /// The pacing gain the next datagram sees: Careful Resume's jump over quinn's 0.8 RTT
-    /// (the slowest quinn paces; a jump is cwnd-limited, never app-limited, so the rate
-    /// is the jump per RTT within quinn's floor), else `pacing`'s.
+    /// The pacing gain quinn's pacer sees: during Careful Resume's jump, with the jump timed
+    /// beneath quinn, twice quinn's own so that it never holds a datagram back; without,
+    /// quinn's (the slowest quinn paces, a window over 0.8 RTT); else `pacing`'s.
     fn gain(&self, slow_start: bool) -> f64 {
-        if self.careful_resume.as_ref().is_some_and(|c| c.pacing_jump()) {
-            QUINN_RATE_GAIN
+        if self.jumping() {
+            match self.jump_cell {
+                Some(_) => QUINN_RATE_GAIN * pacing::DATAGRAM_PACER_HEADROOM,
+                None => QUINN_RATE_GAIN,
+            }
         } else {
             self.config.pacing.gain(slow_start)
         }
     }
 
-    /// Time this connection's datagrams into `cell`, if the configuration paces datagrams.
+    fn jumping(&self) -> bool {
+        self.careful_resume.as_ref().is_some_and(|c| c.pacing_jump())
+    }
+
+    /// Time this connection's datagrams into `cell`: all of them if the configuration paces
+    /// datagrams, else Careful Resume's jump if it resumes.
     pub fn with_pace(mut self, cell: Arc<PaceCell>) -> Self {
-        self.pacer = self.config.datagram_pacing.map(|p| (Pacer::new(p), cell));
+        match self.config.datagram_pacing {
+            Some(p) => self.pacer = Some((Pacer::new(p), cell)),
+            None if self.config.careful_resume.is_some() => self.jump_cell = Some(cell),
+            None => {}
+        }
         self
+    }
+
+    /// The jump's pacing, once it has begun (for the connection's record).
+    pub fn jump_pace(&self) -> Option<JumpPace> {
+        self.jump_pace
+    }
+
+    /// Careful Resume's jump, released at jump_cwnd ÷ smoothed RTT (§4.3.2), the window and
+    /// the RTT as the jump's first datagram found them. quinn alone cannot pace slower than
+    /// 1.25 × window ÷ RTT, and only in bursts of 10 datagrams: its rate and its limit on
+    /// the bytes in flight are one number, the reported window. So the jump is timed here
+    /// and released by the socket beneath quinn; every other datagram leaves at once.
+    fn pace_jump(&mut self, now: Instant, bytes: u64, jumping: bool) {
+        let Some(cell) = self.jump_cell.as_ref() else {
+            return;
+        };
+        if !jumping {
+            return;
+        }
+        let srtt = Some(self.srtt).filter(|d| !d.is_zero()).unwrap_or(INITIAL_RTT);
+        let cwnd = self.cwnd();
+        let jp = self.jump_pace.get_or_insert(JumpPace { rate: cwnd as f64 / srtt.as_secs_f64(), srtt, next: now });
+        let at = jp.next.max(now);
+        jp.next = at + Duration::from_secs_f64(bytes as f64 / jp.rate);
+        cell.sent(at);
     }
 
     /// Give the datagram just handed to quinn its release time (`in_flight_before`: the
@@ -304,8 +356,11 @@ impl StartlabController {
     }
 
     /// The rate the sender paces at, bytes per second: `pacing`'s gain × cwnd ÷ SRTT (before
-    /// the first RTT sample, quiche's initial RTT).
+    /// the first RTT sample, quiche's initial RTT), or the jump's.
     pub fn pacing_rate(&self) -> f64 {
+        if let (true, Some(_), Some(jp)) = (self.jumping(), &self.jump_cell, self.jump_pace) {
+            return jp.rate;
+        }
         let (cwnd, slow_start) = self.effective();
         let srtt = Some(self.srtt).filter(|d| !d.is_zero()).unwrap_or(INITIAL_RTT);
         self.gain(slow_start) * cwnd as f64 / srtt.as_secs_f64()
@@ -442,6 +497,9 @@ impl Controller for StartlabController {
     fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
         self.apply_pending();
         self.flight_sent(now, bytes);
+        // Whether this datagram belongs to the jump: decided before Careful Resume hears
+        // of it, as it may be the one that ends the jump.
+        let jumping = self.jumping();
         let before = self.in_flight;
         self.in_flight = self.in_flight.saturating_add(bytes);
         self.engine.sender_mut().on_sent(last_packet_number);
@@ -458,6 +516,7 @@ impl Controller for StartlabController {
             self.apply(now, action);
         }
         self.pace(now, bytes, before);
+        self.pace_jump(now, bytes, jumping);
     }
 
     fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, rtt: &RttEstimator) {
@@ -513,9 +572,10 @@ impl Controller for StartlabController {
     fn window(&self) -> u64 {
         let (cwnd, slow_start) = self.effective();
         let gain = self.gain(slow_start);
-        let (gain, batch) = match self.pacer {
-            Some(_) => (gain * pacing::DATAGRAM_PACER_HEADROOM, pacing::DATAGRAM_PACER_BATCH),
-            None => (gain, pacing::QUINN_MAX_BATCH_DATAGRAMS),
+        let (gain, batch) = match (&self.pacer, &self.jump_cell) {
+            (Some(_), _) => (gain * pacing::DATAGRAM_PACER_HEADROOM, pacing::DATAGRAM_PACER_BATCH),
+            (None, Some(_)) => (gain, pacing::DATAGRAM_PACER_BATCH),
+            (None, None) => (gain, pacing::QUINN_MAX_BATCH_DATAGRAMS),
         };
         pacing::reported_window(cwnd, self.in_flight, self.engine.sender().mss(), gain, batch)
     }
@@ -637,6 +697,57 @@ mod tests {
         let t0 = Instant::now();
         handshake(&mut c, t0, Duration::from_millis(50));
         (c, slot, t0)
+    }
+
+    #[test]
+    fn careful_resumes_jump_is_timed_at_jump_cwnd_per_srtt_and_nothing_else_is() {
+        use crate::careful_resume::Phase;
+        let key = PathKey { local: "10.0.0.1".parse().unwrap(), remote: "10.0.1.1".parse().unwrap() };
+        let rtt = Duration::from_millis(60);
+        let store = Arc::new(PathStore::default());
+        store.observe(key, 200 * MSS, rtt, false, unix_now());
+        let slot = Arc::new(HintSlot::default());
+        let cell = Arc::new(PaceCell::default());
+        let cfg = ControllerConfig {
+            initial_window: 10,
+            careful_resume: Some(CrParams::default()),
+            ..config(false)
+        };
+        let mut c = StartlabController::new(cfg, MSS, Some(slot.clone()))
+            .with_careful_resume(store, key)
+            .with_pace(cell.clone());
+        let t0 = Instant::now();
+        handshake(&mut c, t0, rtt);
+        slot.respond();
+        // Reconnaissance: the IW and one more, none of them timed here.
+        let t1 = t0 + rtt;
+        for pn in 2..=12 {
+            c.on_sent(t1, MSS, pn);
+        }
+        assert_eq!(cell.read_for_test(), (0, None), "Reconnaissance is not timed beneath quinn");
+        let t2 = t1 + rtt;
+        for _ in 2..=11 {
+            c.ack(t2, t1, MSS, false, rtt);
+        }
+        c.on_end_acks(t2, 2 * MSS, false, Some(11));
+        assert_eq!(c.careful_resume().unwrap().phase(), Phase::Unvalidated);
+        assert_eq!(c.cwnd(), 100 * MSS);
+        // The jump: one datagram each 60 ms / 100 = 600 µs, from the first.
+        let mut times = Vec::new();
+        for pn in 13..=20 {
+            c.on_sent(t2, MSS, pn);
+            times.push(cell.read_for_test().1.unwrap());
+        }
+        assert_eq!(times[0], t2);
+        for pair in times.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!((gap.as_secs_f64() - 600e-6).abs() < 1e-9, "{gap:?}");
+        }
+        let jp = c.jump_pace().unwrap();
+        assert_eq!((jp.rate, jp.srtt), (100.0 * MSS as f64 / 0.06, rtt));
+        assert_eq!(c.pacing_rate(), jp.rate);
+        // quinn's own pacer runs at twice its rate there, so it never holds the jump back.
+        assert!(QUINN_RATE_GAIN * c.window() as f64 / 0.06 >= 2.0 * jp.rate * 0.99);
     }
 
     fn handshake(c: &mut StartlabController, t0: Instant, rtt: Duration) {

@@ -271,7 +271,7 @@ fn validate(args: &Args) -> Result<Controllers, String> {
         return Err("--sender gquic needs a startlab controller, not --cc quinn-cubic".into());
     }
     if args.cc == Cc::CarefulResume && (args.sender == Sender::GoogleQuic || args.datagram_pacing) {
-        return Err("--cc careful-resume runs over the rfc9438 sender and quinn's pacer (no --sender gquic, no --datagram-pacing)".into());
+        return Err("--cc careful-resume runs over the rfc9438 sender and times its own jump beneath quinn (no --sender gquic, no --datagram-pacing)".into());
     }
     if !(0.5..=1.0).contains(&args.cr_beta) {
         return Err(format!("--cr-beta {} must be in [0.5, 1] (RFC 9959 §2.4)", args.cr_beta));
@@ -320,6 +320,12 @@ fn validate(args: &Args) -> Result<Controllers, String> {
             }),
         }),
     })
+}
+
+/// Whether datagrams go through the paced socket: to pace all of them (--datagram-pacing),
+/// or Careful Resume's jump, which quinn's own pacer cannot send slowly enough.
+fn paced_socket(args: &Args) -> bool {
+    args.datagram_pacing || args.cc == Cc::CarefulResume
 }
 
 fn main() -> ExitCode {
@@ -386,7 +392,7 @@ async fn serve(args: Args, controllers: Controllers) -> Result<(), String> {
     let runtime = StartlabRuntime::new(timers);
     let cannot = |e: std::io::Error| format!("cannot start the QUIC endpoint on {}: {e}", args.listen);
     let socket = runtime.wrap_udp_socket(udp).map_err(cannot)?;
-    let paced = args.datagram_pacing.then(|| PacedSocket::new(socket.clone()));
+    let paced = paced_socket(&args).then(|| PacedSocket::new(socket.clone()));
     let endpoint = Endpoint::new_with_abstract_socket(
         EndpointConfig::default(),
         Some(base.clone()),
@@ -405,7 +411,7 @@ async fn serve(args: Args, controllers: Controllers) -> Result<(), String> {
         args.datagram_pacing,
         args.timers,
         args.udp_payload,
-        !args.no_gso && !args.datagram_pacing
+        !args.no_gso && !paced_socket(&args)
     );
 
     let max_connections = args.max_connections;
@@ -729,7 +735,11 @@ fn connection_line(
             );
             let unix = |t: Instant| start_unix + t.saturating_duration_since(start).as_secs_f64();
             if let Some(cr) = c.careful_resume() {
-                obj.insert("careful_resume".into(), careful_resume_json(cr.updates(), args, remote, start, start_unix));
+                let mut out = careful_resume_json(cr.updates(), args, remote, start, start_unix);
+                out["jump_pacing"] = json!(c.jump_pace().map(|j| json!({
+                    "rate_Bps": j.rate, "srtt_us": j.srtt.as_micros() as u64,
+                })));
+                obj.insert("careful_resume".into(), out);
             }
             obj.insert(
                 "start_flight".into(),
