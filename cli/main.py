@@ -24,6 +24,10 @@ RESULT_COMMANDS = ("analyze", "report", "compare")
 def cmd_doctor(args) -> int:
     from machine.capabilities import doctor
     from hosts.variants import VARIANTS
+    if args.clock == "virtual":
+        return doctor_virtual(args)
+    if args.measure:
+        raise UserError("--measure measures what the virtual clock carries: it needs --clock virtual")
     report = doctor()
     # Every variant of the catalogue, loaded into this kernel as a run would load it.
     variants = {name: v.unavailable() for name, v in VARIANTS.items()}
@@ -57,6 +61,29 @@ def cmd_doctor(args) -> int:
     for problem in report.problems:
         print(f"PROBLEM          {problem}")
     return 0 if not report.problems else 1
+
+
+def doctor_virtual(args) -> int:
+    """`doctor --clock virtual`: which profiles the virtual clock's guest carries, from the table
+    kept beside the VM image; `--measure` fills it (a guest boot per profile)."""
+    from cli.virtual import doctor_virtual as table_of
+    from machine.vm import capacity
+    measure = [m for m in (args.measure or "").split(",") if m]
+    out = table_of(args.kernel, measure, progress=lambda m: print(m, file=sys.stderr))
+    if args.json:
+        emit_json(out)
+        return 0
+    rows = out["profiles"]
+    print(f"virtual clock    kernel {out['kernel']}, image {out['image'] or 'not built yet'}: "
+          f"{sum(1 for e in rows.values() if e and e['ok'])} of {len(rows)} profiles carried, "
+          f"{sum(1 for e in rows.values() if not e)} not measured")
+    for name, entry in rows.items():
+        print(capacity.line(name, entry))
+    missing = [n for n, e in rows.items() if not e]
+    if missing:
+        print(f"measure them with: ./run.py doctor --clock virtual --measure {','.join(missing)} "
+              "(a guest boot each, 1-10 min per profile)")
+    return 0
 
 
 def doctor_host() -> dict:
@@ -469,6 +496,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "whether this host can emulate each profile (a 6 s timing calibration)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-host", action="store_true", help="skip the host timing calibration")
+    _clock_options(p)
+    p.add_argument("--measure", metavar="PROFILES",
+                   help="with --clock virtual: run these profiles' fidelity checks in a guest first "
+                        "(comma-separated) and keep the verdicts beside the VM image")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("fidelity", help="build a profile's network and check its rate, delay, queue and losses")

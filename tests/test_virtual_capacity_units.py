@@ -1,0 +1,32 @@
+"""The virtual clock's capacity table (machine/vm/capacity.py): what `doctor --clock virtual`
+reads instead of booting a guest."""
+from __future__ import annotations
+
+import json
+
+from machine.vm import capacity
+
+RESULT = {"ok": True, "goodput_fraction": 1.0004, "guest_cpu": {"busy_fraction": 0.35},
+          "clock": {"guest_s": 120.0, "wall_s": 360.0}, "explanation": "ignored when ok"}
+
+
+def test_a_fidelity_result_becomes_an_entry_and_is_kept_per_kernel(tmp_path):
+    capacity.store(tmp_path, "6.1", "dsl-fast", capacity.record(RESULT, "abc123"))
+    capacity.store(tmp_path, "6.1", "gprs", capacity.record({**RESULT, "ok": False, "explanation": "rate 3 % low"}, "abc123"))
+    table = capacity.load(tmp_path, "6.1")
+    assert set(table) == {"dsl-fast", "gprs"} and capacity.load(tmp_path, "6.12") == {}
+    assert table["dsl-fast"]["busy_fraction"] == 0.35 and table["dsl-fast"]["explanation"] is None
+    assert table["gprs"]["explanation"] == "rate 3 % low"
+    assert not list(tmp_path.glob("*.tmp"))                    # written whole, renamed into place
+    # a profile measured again replaces its entry, the others stay
+    capacity.store(tmp_path, "6.1", "dsl-fast", capacity.record({**RESULT, "goodput_fraction": 0.9}, "def456"))
+    again = json.loads(capacity.path(tmp_path, "6.1").read_text())
+    assert again["dsl-fast"]["git_rev"] == "def456" and again["gprs"]["git_rev"] == "abc123"
+
+
+def test_doctor_lines_say_carried_or_why_not_and_the_cost():
+    ok = capacity.line("dsl-fast", capacity.record(RESULT, "abc123"))
+    assert "carried" in ok and "busy 35%" in ok and "3.0 s wall per guest s" in ok and "1.000 of ideal" in ok
+    bad = capacity.line("lab-1g", capacity.record({**RESULT, "ok": False, "explanation": "goodput 0.41"}, "x"))
+    assert "NOT carried: goodput 0.41" in bad
+    assert capacity.line("lte", None).endswith("not measured")
