@@ -23,8 +23,6 @@ from results import export
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_KERNEL = "6.1"
 GUEST_CAMPAIGN = "/run/startlab-campaign"
-# The delay element in the guest: the kernel's own netem, no userspace crossing per packet.
-GUEST_DELAY_BACKEND = "netem"
 # The guest's interpreter and run.py: the checkout's, at its host path in the bundle.
 PY, RUN = shlex.quote(str(ROOT / ".venv" / "bin" / "python")), shlex.quote(str(ROOT / "run.py"))
 
@@ -116,7 +114,7 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
         raise UserError(f"{scenario}: on the virtual clock a scenario must be inside the checkout ({ROOT}), "
                         "which is what the guest sees")
     only = "/run/startlab-only.txt"
-    backend = args.delay_backend if args.delay_backend != "auto" else GUEST_DELAY_BACKEND
+    backend = args.delay_backend            # auto is the guest kernel's netem there (links/delay.py)
     job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {only}\n"
            f"{PY} {RUN} run {shlex.quote(str(scenario))} {' '.join(map(shlex.quote, run_args(args)))} "
            f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {backend}\n")
@@ -135,7 +133,7 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
 
 def fidelity_virtual(args) -> dict:
     """`fidelity PROFILE --clock virtual`: the check in a guest; its JSON result."""
-    backend = args.delay_backend if args.delay_backend != "auto" else GUEST_DELAY_BACKEND
+    backend = args.delay_backend            # auto is the guest kernel's netem there (links/delay.py)
     job = (f"mkdir -p /run/fidelity\n"
            f"{PY} {RUN} fidelity {shlex.quote(args.profile)} --json --pings {args.pings} "
            f"--delay-backend {backend} > /run/fidelity/result.json\n"
@@ -151,3 +149,55 @@ def fidelity_virtual(args) -> dict:
         result = json.loads(path.read_text())
     result["clock"] = {"clock": "virtual", **clock, "guest_s": b.guest_s, "wall_s": b.wall_s}
     return result
+
+
+def pytest_in_guest(tests: list[str], dest: Path, seed: int = 1, kernel: str = DEFAULT_KERNEL,
+                    timeout_s: float = 3600.0, progress=print) -> tuple[icount.VirtualBoot, Path]:
+    """pytest on `tests` (paths in the checkout) in one guest on the virtual clock, the tests
+    marked `virtual_clock` only. Their JUnit XML, output and exit code come back in
+    `dest/pytest/` (junit.xml, output.txt, rc), which is returned with the boot."""
+    paths = " ".join(shlex.quote(t) for t in tests)
+    # Verbose, and through the log port as well, so that the host's progress line names the
+    # test the guest is at.
+    job = ("mkdir -p /run/pytest\n"
+           f"{{ {PY} -m pytest -v -rfE -p no:cacheprovider -m virtual_clock {paths} "
+           "--junitxml=/run/pytest/junit.xml; echo $? > /run/pytest/rc; } 2>&1 | tee /run/pytest/output.txt\n"
+           f"{PY} -m results.export /run/pytest pytest\n")
+    b, _ = run_in_guest(job, seed, kernel, dest, timeout_s, progress)
+    return b, dest / "pytest"
+
+
+def _newest_image() -> Path | None:
+    """The most recently built image in the cache (doctor reads without building one)."""
+    built = sorted(vm_image.CACHE_DIR.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime)
+    return built[-1].parent if built else None
+
+
+def doctor_virtual(kernel_name: str, measure: list[str], progress=print) -> dict:
+    """`doctor --clock virtual`: per profile, whether the guest carries it unflagged and at
+    what wall-time cost (machine/vm/capacity.py's table, kept beside the image). The profiles
+    in `measure` get their fidelity check in a guest first, one boot each, and are stored."""
+    import time
+    from types import SimpleNamespace
+    from links.profiles import load_profiles
+    from machine.provenance import git_revision
+    from machine.vm import capacity
+    kernel = vm_image.parse_kernels(kernel_name)[0]
+    names = list(load_profiles())
+    unknown = [m for m in measure if m not in names]
+    if unknown:
+        raise UserError(f"unknown profile {', '.join(unknown)}; choose from: {', '.join(names)}")
+    if measure:
+        img, _, _ = prepare(kernel.name, progress)
+        rev, t0 = git_revision() or "unknown", time.monotonic()
+        for i, name in enumerate(measure):
+            done = time.monotonic() - t0
+            eta = f", about {done / i * (len(measure) - i) / 60:.0f} min left" if i else ""
+            progress(f"[{i + 1}/{len(measure)}] fidelity {name} --clock virtual{eta}")
+            result = fidelity_virtual(SimpleNamespace(profile=name, delay_backend="auto", pings=200, seed=1,
+                                                      kernel=kernel.name, timeout_s=3600.0))
+            capacity.store(img.dir, kernel.name, name, capacity.record(result, rev))
+    image_dir = _newest_image()
+    table = capacity.load(image_dir, kernel.name) if image_dir else {}
+    return {"kernel": kernel.name, "image": image_dir.name if image_dir else None,
+            "profiles": {n: table.get(n) for n in names}}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from links import delaytraces
-from machine import binaries, capabilities
+from machine import binaries, capabilities, clock
 from machine.cpuset import own_cpus
 from machine.errors import UserError
 from machine.shell import check_cmd
@@ -200,8 +200,8 @@ def delayline_binary() -> Path | None:
 BUILD_HINT = binaries.BUILD_HINT
 
 
-# What --delay-backend accepts: 'auto' (the delay line on every kernel; netem only where it is
-# not built) or a backend by name.
+# What --delay-backend accepts: 'auto' (netem on the virtual clock; else the delay line on every
+# kernel, netem only where it is not built) or a backend by name.
 BACKEND_CHOICES = ("auto", "netem", "delayline")
 
 
@@ -221,9 +221,13 @@ def choose_backend(preference: str = "auto") -> "DelayBackend":
             raise UserError(f"delay backend 'delayline' unavailable: {binaries.RELEASE}/"
                             f"startlab-delayline is not built; {BUILD_HINT}")
         return DelayLine(binary)
-    # auto: the delay line on every kernel, so that a scenario is the same experiment on
-    # every machine (docs/emulation.md, "One delay element everywhere"); netem only where
-    # the delay line is not built.
+    # auto: on the virtual clock the guest kernel's netem, which costs no userspace crossing
+    # per packet on the guest's one CPU (docs/emulation.md#the-virtual-clock); elsewhere the
+    # delay line on every kernel, so that a scenario is the same experiment on every machine
+    # (docs/emulation.md, "One delay element everywhere"); netem only where the delay line is
+    # not built.
+    if netem and clock.is_virtual():
+        return NetemDelay()
     if binary is not None:
         return DelayLine(binary)
     if netem:

@@ -111,9 +111,24 @@ def clean_machine():
         "the root namespace's allowed congestion controls were not restored"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked virtual_clock run in a guest on the virtual clock, where their timing
+    checks have one outcome (tests/vm/test_timing_on_virtual_clock.py): on the host they are
+    deselected, unless STARTLAB_REAL_CLOCK_TESTS=1 asks for them on the real clock."""
+    from machine import clock
+    if clock.is_virtual() or os.environ.get("STARTLAB_REAL_CLOCK_TESTS") == "1":
+        return
+    moved = [i for i in items if i.get_closest_marker("virtual_clock")]
+    if moved:
+        config.hook.pytest_deselected(items=moved)
+        items[:] = [i for i in items if not i.get_closest_marker("virtual_clock")]
+
+
 def pytest_terminal_summary(terminalreporter):
-    """How many timing assertions ran in each of their two outcomes (tests/timing.py)."""
+    """How many timing assertions ran in each of their outcomes (tests/timing.py)."""
     from timing import COUNTS
+    if COUNTS["virtual"]:
+        terminalreporter.write_line(f"timing assertions: {COUNTS['virtual']} on the virtual clock (tolerance asserted)")
     if COUNTS["qualified"] or COUNTS["flagged"]:
         terminalreporter.write_line(f"timing assertions: {COUNTS['qualified']} on a qualified host (tolerance "
                                     f"asserted), {COUNTS['flagged']} on an unfit host (flag asserted)")

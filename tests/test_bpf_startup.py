@@ -26,7 +26,7 @@ from topologies.names import CLIENT_NET, GATEWAY_HOST, SERVER_NET
 from links.profiles import LinkProfile
 from wiretrace import ACK, MSS, SYN, Packet as Segment, paced_flight, pacing_span_ok, read_pcap, test_profile
 
-pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
 
 
 

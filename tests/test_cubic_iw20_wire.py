@@ -11,7 +11,7 @@ from test_bpf_startup import assert_baseline_untouched, fetch_pair, profile
 from timing import timing_check
 from wire.blitzstart import decode_option
 
-pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
 
 IW = 20
 

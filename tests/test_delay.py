@@ -73,6 +73,18 @@ def test_auto_is_the_delay_line_on_every_kernel_and_netem_only_without_it(monkey
     assert delay.choose_backend("netem").name == "netem"
 
 
+def test_auto_is_netem_on_the_virtual_clock_where_the_kernel_has_it(monkeypatch, tmp_path):
+    """The guest's one CPU is the virtual clock's capacity: no userspace crossing per packet."""
+    from machine import clock
+    fake = tmp_path / "startlab-delayline"
+    monkeypatch.setattr(clock, "is_virtual", lambda: True)
+    _machine(monkeypatch, True, fake)
+    assert delay.choose_backend("auto").name == "netem"
+    assert delay.choose_backend("delayline").name == "delayline"
+    _machine(monkeypatch, False, fake)
+    assert delay.choose_backend("auto").name == "delayline"
+
+
 def test_no_backend_says_why(monkeypatch):
     _machine(monkeypatch, False, None)
     with pytest.raises(UserError, match="no sch_netem.*not built.*cargo build"):
@@ -131,6 +143,7 @@ def line(tmp_path):
     assert _leftovers(prefix) == []
 
 
+@pytest.mark.virtual_clock
 @root
 @needs_root
 def test_udp_stream_delayed_exactly_without_loss_or_reordering(line, host_watch):
@@ -151,6 +164,7 @@ def test_udp_stream_delayed_exactly_without_loss_or_reordering(line, host_watch)
                  f"one-way {owd}, lateness {stats['lateness_us']}")
 
 
+@pytest.mark.virtual_clock
 @root
 @needs_root
 def test_ping_rtt_is_twice_the_delay(line, host_watch):
@@ -168,6 +182,7 @@ def test_ping_rtt_is_twice_the_delay(line, host_watch):
                  abs(rtt_avg - 2 * ONE_WAY_S * 1e3) <= 0.3, out.strip().splitlines()[-1])
 
 
+@pytest.mark.virtual_clock
 @root
 @needs_root
 def test_tcp_with_offloads_passes_without_retransmission_storm(line, host_watch):

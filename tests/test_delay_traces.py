@@ -158,6 +158,7 @@ def test_the_line_replays_delay_steps_in_order(clean_machine, tmp_path, host_wat
     assert stats["reorders"] == 0 and stats["drops"] == 0, stats
 
 
+@pytest.mark.virtual_clock
 @pytest.mark.root
 def test_a_network_on_a_stepping_path_checks_each_step_and_records_them(clean_machine, tmp_path, host_watch):
     """A dumbbell whose delay steps every 700 ms (up and down on their own): the campaign's

@@ -78,6 +78,7 @@ def _line(ln, tmp_path, queue: delay.LineQueue) -> delay.DelayLine:
     return element
 
 
+@pytest.mark.virtual_clock
 @pytest.mark.root
 @pytest.mark.parametrize("rate_bps", [1.5e6, 10e6, 50e6], ids=["1.5M", "10M", "50M"])
 def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_machine, tmp_path, rate_bps,
@@ -113,6 +114,7 @@ def test_saturated_queue_delivers_its_rate_in_order_and_counts_every_loss(clean_
     assert final["drops"] == 0
 
 
+@pytest.mark.virtual_clock
 @pytest.mark.root
 def test_pushout_drops_marked_traffic_before_unmarked(clean_machine, tmp_path, host_watch):
     from links.delayline.line_net import FLOOD_PAYLOAD, line_net
@@ -151,6 +153,7 @@ def test_pushout_drops_marked_traffic_before_unmarked(clean_machine, tmp_path, h
     assert normal["reordered"] == 0 and low["reordered"] == 0
 
 
+@pytest.mark.virtual_clock
 @pytest.mark.root
 def test_a_trace_link_delivers_at_its_opportunities_and_its_bytes_per_interval(clean_machine, tmp_path, host_watch):
     """A flood through a trace link (an on/off Poisson trace, links/traces.py): captured at

@@ -27,7 +27,7 @@ from topologies.network import Network
 from links.profiles import LinkProfile
 from wiretrace import ACK, read_pcap
 
-pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
 
 CLIENT = Path(__file__).resolve().parent.parent / "hosts" / "phttp_client.py"
 LOW = 14 << 2                                   # AF13 in the TOS byte

@@ -28,7 +28,7 @@ from links.profiles import LinkProfile
 import wiretrace
 from wiretrace import ACK, MSS, SYN, Packet, paced_flight, pacing_span_ok, read_pcap, test_profile
 
-pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
 
 def profile(rate_mbps: float = 20, rtt_ms: float = 60) -> LinkProfile:
     return test_profile("test-qs", rate_mbps, rtt_ms)

@@ -92,6 +92,7 @@ def test_the_bpf_base_leaves_slow_start_as_the_kernels_cubic_and_hystart_off_nev
         assert off["ssthresh"] > kernel["ssthresh"], (off, kernel)
 
 
+@pytest.mark.virtual_clock
 def test_hystartpp_enters_css_on_the_rtt_increase_and_leaves_it_after_css_rounds(tmp_path):
     """RFC 9406 on the wire: once a round's least RTT (of at least N_RTT_SAMPLE samples)
     has risen by the threshold, Conservative Slow Start; a CSS round whose least RTT falls
@@ -129,6 +130,7 @@ def test_hystartpp_enters_css_on_the_rtt_increase_and_leaves_it_after_css_rounds
     assert got["exit"] and got["exit"]["total_retrans"] == 0 and got["exit"]["ca_state"] == OPEN, got["exit"]
 
 
+@pytest.mark.virtual_clock
 def test_rapidstart_triples_while_the_rtt_floor_holds_and_ends_its_first_recovery_at_beta_times_delivered(tmp_path):
     """draft-kazuho-ccwg-rapid-start-02 on the wire. While the path's queue is empty a round's
     least RTT stays within min(min_rtt + 4 ms, 1.1 x min_rtt) and every acknowledged segment
@@ -166,6 +168,7 @@ def test_rapidstart_triples_while_the_rtt_floor_holds_and_ends_its_first_recover
     assert got["exit"] and got["exit"]["total_retrans"] > 0, got["exit"]
 
 
+@pytest.mark.virtual_clock
 def test_search_exits_when_delivered_falls_short_of_sent_one_rtt_earlier(tmp_path):
     """draft-chung-ccwg-search (-09's sent/delivered form) on the wire: every check before
     the exit found the shortfall of delivered bytes (last 3.5 initial RTTs) against the bytes
