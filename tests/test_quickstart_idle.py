@@ -44,7 +44,7 @@ def ip_len(p: Packet) -> int:
     return len(p.ip_header) + HEADERS - 20 + p.payload
 
 
-def run_idle_fetch(tmp_path: Path, router: dict | None = None) -> dict:
+def run_idle_fetch(tmp_path: Path, router: dict | None = None, server: dict | None = None) -> dict:
     prof = test_profile("test-qs", 20, 60)
     impl = QuickStart()
     with Network(prof, tmp_path / "net") as net:
@@ -54,7 +54,7 @@ def run_idle_fetch(tmp_path: Path, router: dict | None = None) -> dict:
                                         rtt_s=prof.rtt_s, instance=inst, defaults=net.defaults),
                sv1.name: InstallContext(gateway=f"{SERVER_NET}.{GATEWAY_HOST}", rate_bps=prof.rate_bps("down"),
                                         rtt_s=prof.rtt_s, instance=inst, defaults=net.defaults)}
-        parts = [(sv1, "server", impl.resolve({"base_cc": "reno", "request": "link"})),
+        parts = [(sv1, "server", impl.resolve({"base_cc": "reno", "request": "link", **(server or {})})),
                  (cl1, "client", impl.resolve({}))]
         for k in (1, 2):
             node = net.host(n.router(k))
@@ -92,7 +92,22 @@ def run_idle_fetch(tmp_path: Path, router: dict | None = None) -> dict:
 
 
 def test_a_request_after_idle_is_approved_echoed_and_its_window_paced(tmp_path):
-    run = run_idle_fetch(tmp_path)
+    check_request_after_idle(run_idle_fetch(tmp_path))
+
+
+def test_a_request_after_idle_leaves_on_the_first_segment_when_the_window_restarts_large(tmp_path):
+    """A restart window of 10 segments (the server's `iw`, the route's initcwnd): the kernel
+    may put two segments in each packet of the first flight after idle (it does once half
+    the window exceeds one segment and 1 ms at the pacing rate from before the idle period
+    exceeds one segment), where the tc sender has no room for a request. The congestion
+    control asks for packets of one segment in that flight; before it did, the request
+    waited for the response's last, short segment. With the default `iw` of 3 the window
+    restarts at 3, and the kernel sends one segment at a time anyway, unless an RTO
+    inflated on a busy host took fewer halvings off the window during the idle period."""
+    check_request_after_idle(run_idle_fetch(tmp_path, server={"iw": 10}))
+
+
+def check_request_after_idle(run: dict) -> None:
     client_ip, server_ip = run["ips"]
     assert "mtu lock 1492" in run["route"], run["route"]
     second_sent = run["requests"][1]["sent"]
@@ -102,7 +117,8 @@ def test_a_request_after_idle_is_approved_echoed_and_its_window_paced(tmp_path):
     assert after, "no data after the idle period"
     options = [(p, qs.find_request(p.ip_options)) for p in after]
     with_request = [p for p, o in options if o is not None and o.func == qs.FUNC_REQUEST]
-    assert with_request == [after[0]], "the request rides on the first data segment after idle, and only there"
+    assert with_request == [after[0]], ("the request rides on the first data segment after idle, and only there",
+                                        [(p.seq - after[0].seq, p.payload) for p in with_request], run["counters"])
     sent = qs.find_request(after[0].ip_options)
     assert sent.func == qs.FUNC_REQUEST and sent.rate_code == qs.bps_to_code(20e6)
     # Room for it: every segment 8 bytes short of the MTU, those with the option (this request,

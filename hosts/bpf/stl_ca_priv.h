@@ -22,6 +22,8 @@ struct stl_qs_priv {
 			   * value asks for a request, and names its approval in the mark */
 	u8 applied;       /* id of the last approval applied (from the socket's mark) */
 	u8 restart_round; /* the paced round follows an approval after idle */
+	u8 restart_flight; /* a restart's first flight is out and none of it acknowledged yet:
+			    * its first packet must be a single segment to carry the request */
 };
 
 #endif

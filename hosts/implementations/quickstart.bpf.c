@@ -42,6 +42,7 @@ static __always_inline void qs_init(struct sock *sk, int base)
 	round_init(sk, base);
 	q->restarts = 0;
 	q->restart_round = 0;
+	q->restart_flight = 0;
 	q->applied = STL_QS_MARK_ID(mark);
 	if (STL_QS_MARK_IS(mark) && (mark & STL_QS_MARK_START)) {
 		q->round.window = tcp(sk)->snd_cwnd; /* the Quick-Start window from Equation 1 */
@@ -49,6 +50,21 @@ static __always_inline void qs_init(struct sock *sk, int base)
 		q->round.phase = ROUND_DONE;         /* not approved: slow start, nothing to pace */
 		q->round.round_high = tcp(sk)->snd_nxt;
 	}
+}
+
+/* Packets of one segment until the next ACK, so that the tc sender finds room for the
+ * request after idle on the first of them (it cannot split a packet of several segments).
+ * The kernel sizes a packet to 1 ms at the socket's pacing rate, at least min_tso_segs
+ * segments (qs_min_tso_segs: 1 in this flight). Unpaced, the rate sizes nothing else, and
+ * it is the one from before the idle period (2 cwnd / srtt): once the idle time took
+ * fewer halvings off the window than usual (an RTO inflated on a busy host, an idle
+ * period just over one RTO), the first packet after idle held two segments, and the
+ * request waited for the response's last, short one. Set below one segment per 1 ms
+ * (1/1024 s, the default sk_pacing_shift), until the kernel recomputes it on that ACK. */
+static __always_inline void single_segment_packets(struct sock *sk)
+{
+	if (sk->sk_pacing_status == SK_PACING_NONE)
+		sk->sk_pacing_rate = (u64)tcp(sk)->mss_cache * 512;
 }
 
 static __always_inline void qs_cwnd_event(struct sock *sk, enum tcp_ca_event ev, int base)
@@ -59,8 +75,11 @@ static __always_inline void qs_cwnd_event(struct sock *sk, enum tcp_ca_event ev,
 		q->round.phase = ROUND_ACTIVE;
 		start_pacing(sk, pace_rate(tcp(sk), q->round.window, 1, 1));
 	}
-	if (ev == CA_EVENT_CWND_RESTART)          /* 1..127 in turn: never 0 ("none") and equal */
+	if (ev == CA_EVENT_CWND_RESTART) {        /* 1..127 in turn: never 0 ("none") and equal */
 		q->restarts = q->restarts % 127 + 1;  /* to the approval id the mark carries (7 bits) */
+		q->restart_flight = 1;
+		single_segment_packets(sk);
+	}
 	base_cwnd_event(sk, ev, base);
 }
 
@@ -101,6 +120,8 @@ static __always_inline void qs_pkts_acked(struct sock *sk, const struct ack_samp
 {
 	struct stl_qs_priv *q = qs_priv(sk);
 
+	if (sample->pkts_acked > 0)
+		q->restart_flight = 0;
 	if (q->round.phase == ROUND_ACTIVE && sample->pkts_acked > 0 &&
 	    (!q->restart_round || (s32)(tcp(sk)->snd_una - q->round.round_high) > 0))
 		qs_round_end(sk);
@@ -145,11 +166,12 @@ static __always_inline void qs_set_state(struct sock *sk, u8 new_state, int base
 
 /* One segment per packet while an approved window is paced (the kernel sizes packets to
  * its pacing rate, at least min_tso_segs segments): each Quick-Start segment leaves on its
- * own, and the Report of Approved Rate on the first of them only. Otherwise the kernel's
- * default (net.ipv4.tcp_min_tso_segs). */
+ * own, and the Report of Approved Rate on the first of them only. Likewise in the first
+ * flight after a restart (single_segment_packets). Otherwise the kernel's default
+ * (net.ipv4.tcp_min_tso_segs). */
 static __always_inline u32 qs_min_tso_segs(struct sock *sk, int base)
 {
-	return round_priv(sk)->phase == ROUND_DONE ? 2 : 1;
+	return round_priv(sk)->phase == ROUND_DONE && !qs_priv(sk)->restart_flight ? 2 : 1;
 }
 
 #define QS_OPS                                                                        \
