@@ -114,10 +114,10 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
         raise UserError(f"{scenario}: on the virtual clock a scenario must be inside the checkout ({ROOT}), "
                         "which is what the guest sees")
     only = "/run/startlab-only.txt"
-    backend = args.delay_backend            # auto is the guest kernel's netem there (links/delay.py)
+    # --delay-backend auto is the guest kernel's netem there (links/delay.py)
     job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {only}\n"
            f"{PY} {RUN} run {shlex.quote(str(scenario))} {' '.join(map(shlex.quote, run_args(args)))} "
-           f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {backend}\n")
+           f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {args.delay_backend}\n")
     seed = args.seed if args.seed is not None else sc.seed
     b, _ = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
                         progress=lambda m: print(m, file=sys.stderr))
@@ -133,10 +133,10 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
 
 def fidelity_virtual(args) -> dict:
     """`fidelity PROFILE --clock virtual`: the check in a guest; its JSON result."""
-    backend = args.delay_backend            # auto is the guest kernel's netem there (links/delay.py)
+    # --delay-backend auto is the guest kernel's netem there (links/delay.py)
     job = (f"mkdir -p /run/fidelity\n"
            f"{PY} {RUN} fidelity {shlex.quote(args.profile)} --json --pings {args.pings} "
-           f"--delay-backend {backend} > /run/fidelity/result.json\n"
+           f"--delay-backend {args.delay_backend} > /run/fidelity/result.json\n"
            f"rc=$?\n{PY} -m results.export /run/fidelity fidelity\nexit $rc\n")
     with tempfile.TemporaryDirectory(prefix="startlab-fidelity-") as tmp:
         dest = Path(tmp)
@@ -187,17 +187,18 @@ def doctor_virtual(kernel_name: str, measure: list[str], progress=print) -> dict
     unknown = [m for m in measure if m not in names]
     if unknown:
         raise UserError(f"unknown profile {', '.join(unknown)}; choose from: {', '.join(names)}")
-    if measure:
-        img, _, _ = prepare(kernel.name, progress)
-        rev, t0 = git_revision() or "unknown", time.monotonic()
-        for i, name in enumerate(measure):
-            done = time.monotonic() - t0
-            eta = f", about {done / i * (len(measure) - i) / 60:.0f} min left" if i else ""
-            progress(f"[{i + 1}/{len(measure)}] fidelity {name} --clock virtual{eta}")
-            result = fidelity_virtual(SimpleNamespace(profile=name, delay_backend="auto", pings=200, seed=1,
-                                                      kernel=kernel.name, timeout_s=3600.0))
-            capacity.store(img.dir, kernel.name, name, capacity.record(result, rev))
-    image_dir = _newest_image()
+    image_dir = None
+    rev, t0 = git_revision() or "unknown", time.monotonic()
+    for i, name in enumerate(measure):
+        done = time.monotonic() - t0
+        eta = f", about {done / i * (len(measure) - i) / 60:.0f} min left" if i else ""
+        progress(f"[{i + 1}/{len(measure)}] fidelity {name} --clock virtual{eta}")
+        result = fidelity_virtual(SimpleNamespace(profile=name, delay_backend="auto", pings=200, seed=1,
+                                                  kernel=kernel.name, timeout_s=3600.0))
+        # Beside the image the guest booted (the cache may hold several).
+        image_dir = vm_image.CACHE_DIR / result["clock"]["image"]
+        capacity.store(image_dir, kernel.name, name, capacity.record(result, rev))
+    image_dir = image_dir or _newest_image()
     table = capacity.load(image_dir, kernel.name) if image_dir else {}
     return {"kernel": kernel.name, "image": image_dir.name if image_dir else None,
             "profiles": {n: table.get(n) for n in names}}
