@@ -3,6 +3,8 @@ reads instead of booting a guest."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+from pathlib import Path
 
 from machine.vm import capacity
 
@@ -30,3 +32,18 @@ def test_doctor_lines_say_carried_or_why_not_and_the_cost():
     bad = capacity.line("lab-1g", capacity.record({**RESULT, "ok": False, "explanation": "goodput 0.41"}, "x"))
     assert "NOT carried: goodput 0.41" in bad
     assert capacity.line("lte", None).endswith("not measured")
+
+
+def _store_many(image_dir: str, prefix: str) -> None:
+    for i in range(60):
+        capacity.store(Path(image_dir), "6.12", f"{prefix}{i}", {"ok": True})
+
+
+def test_two_measurements_storing_at_once_keep_every_entry(tmp_path):
+    procs = [multiprocessing.Process(target=_store_many, args=(str(tmp_path), p)) for p in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert len(capacity.load(tmp_path, "6.12")) == 120

@@ -8,6 +8,7 @@ wall-time cost is this machine's.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -38,13 +39,17 @@ def record(result: dict, git_rev: str) -> dict:
 
 
 def store(image_dir: Path, kernel_name: str, profile: str, entry: dict) -> None:
-    """Add or replace one profile's entry, atomically (a killed measurement loses only itself)."""
-    table = load(image_dir, kernel_name)
-    table[profile] = {k: entry.get(k) for k in FIELDS}
+    """Add or replace one profile's entry, atomically (a killed measurement loses only itself),
+    under a lock: two measurements may run at once (a guest's figures do not depend on what
+    else the host runs), and neither may drop the other's entry."""
     p = path(image_dir, kernel_name)
-    tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
-    os.replace(tmp, p)
+    with open(p.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        table = load(image_dir, kernel_name)
+        table[profile] = {k: entry.get(k) for k in FIELDS}
+        tmp = p.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
+        os.replace(tmp, p)
 
 
 def line(profile: str, entry: dict | None) -> str:
