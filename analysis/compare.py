@@ -37,7 +37,12 @@ def compare(old_dir: Path, new_dir: Path) -> list[dict]:
     if len(workloads) != 1:
         raise UserError(f"the campaigns ran different workloads ({', '.join(sorted(workloads))}): nothing to compare")
     analysis = workload_analysis(workloads.pop())
-    old_cells, new_cells = cells(old.records()), cells(new.records())
+    old_records, new_records = old.records(), new.records()
+    clocks = {r.meta.get("run_clock", {}).get("clock", "real") for r in old_records + new_records}
+    if len(clocks) > 1:
+        # A figure's change would be the clock's: the real clock's runs carry the host's timing.
+        raise UserError(f"the campaigns ran on different clocks ({', '.join(sorted(clocks))}): nothing to compare")
+    old_cells, new_cells = cells(old_records), cells(new_records)
     rows = []
     for key in sorted(set(old_cells) & set(new_cells), key=lambda k: (k[0], k[1] or 0, k[2], k[3])):
         before, after = old_cells[key], new_cells[key]

@@ -343,14 +343,37 @@ def cmd_run(args) -> int:
     if lanes == 1:
         campaign, stats = run_campaign(sc, out, args.delay_backend, only, host_rec=host_rec)
         if clock.is_virtual():          # in the guest: the host writes the report
-            from scenarios.runner import export_campaign
-            write_json(campaign.path / "guest-stats.json", stats)
-            export_campaign(campaign.path)
-            return 0
+            return _export_from_guest(campaign.path, stats)
     else:
         campaign, stats = run_campaign_in_lanes(sc, out, args.delay_backend, lanes,
                                                 [str(sc.path.resolve()), *_overrides(args)], only, host_rec)
     return finish(campaign.path, args.json, stats)
+
+
+def _export_from_guest(campaign_dir: Path, stats: dict) -> int:
+    """The end of a campaign in a guest on the virtual clock: its stats and runs go to the
+    host, which writes the report."""
+    from results.store import write_json
+    from scenarios.runner import export_campaign
+    write_json(campaign_dir / "guest-stats.json", stats)
+    export_campaign(campaign_dir)
+    return 0
+
+
+def _nightly_entry_in_guest(args, config) -> int:
+    """`nightly --entry NAME --out DIR`, which only the virtual clock's guest runs: the
+    entry's campaign, exported for the host, which compares the nights."""
+    from scenarios.lanes import read_run_list
+    from scenarios.runner import run_campaign
+    if not clock.is_virtual() or args.out is None:
+        raise UserError("--entry is the virtual clock's guest's part of nightly --clock virtual")
+    entry = next((e for e in config.entries if e.name == args.entry), None)
+    if entry is None:
+        raise UserError(f"no scenario {args.entry!r} in {config.path}; choose from: "
+                        f"{', '.join(e.name for e in config.entries)}")
+    only = read_run_list(Path(args.only)) if args.only else None
+    campaign, stats = run_campaign(entry.scenario, Path(args.out), args.delay_backend, only)
+    return _export_from_guest(campaign.path, stats)
 
 
 def _overrides(args) -> list[str]:
@@ -418,7 +441,13 @@ def cmd_nightly(args) -> int:
         raise UserError("nightly runs one night per call, scheduled by a systemd timer or cron "
                         "(playbooks/nightly.yml): pass --once")
     config = load_nightly_config(args.config, args.root)
-    outcome = run_night(config, delay_backend=args.delay_backend)
+    if args.entry is not None:                 # in the guest: one entry's campaign of the night
+        return _nightly_entry_in_guest(args, config)
+    runner = None
+    if args.clock == "virtual":
+        from cli.virtual import nightly_runner
+        runner = nightly_runner(args, config.path)
+    outcome = run_night(config, delay_backend=args.delay_backend, runner=runner)
     if outcome.host_unfit:
         if args.json:
             print(outcome.regressions_file.read_text(), end="")
@@ -592,6 +621,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="results root, instead of the configuration's (<root>/<scenario>/<night>)")
     p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES)
     p.add_argument("--json", action="store_true", help="print regressions.json")
+    _clock_options(p)
+    # The virtual clock's guest: one entry's campaign into --out, only the runs in --only.
+    p.add_argument("--entry", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--only", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_nightly)
 
     p = sub.add_parser("docs", help="regenerate the reference pages in docs/reference from the code")

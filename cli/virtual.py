@@ -100,23 +100,32 @@ def run_args(args) -> list[str]:
     return argv
 
 
-def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
-    """`run SCENARIO --clock virtual`: the campaign in one guest; returns (campaign, stats)."""
+def _in_checkout(path: Path, what: str) -> Path:
+    """`path`, resolved; an error unless the guest sees it (the checkout is all it sees)."""
+    path = path.resolve()
+    if not path.is_relative_to(ROOT):
+        raise UserError(f"{path}: on the virtual clock {what} must be inside the checkout ({ROOT}), "
+                        "which is what the guest sees")
+    return path
+
+
+def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None = None) -> tuple[Path, dict]:
+    """`run SCENARIO --clock virtual`: the campaign in one guest; returns (campaign, stats).
+    `selection` is the guest's run.py command that names the campaign's scenario (default:
+    `run SCENARIO` with the command line's overrides; nightly names its entry instead)."""
     from scenarios.runner import open_campaign, select_runs
     vm_image.parse_kernels(args.kernel)          # a bad name before any directory is made
+    if selection is None:
+        selection = ["run", str(_in_checkout(Path(sc.path), "a scenario")), *run_args(args)]
     campaign = open_campaign(sc, out)
     runs = select_runs(sc, None)
     todo = [r.run_id for r in runs if not campaign.is_done(r.run_id)]
     if not todo:
         return campaign.path, {"runs": len(runs), "skipped": len(runs), "failed": [], "wall_s": 0.0}
-    scenario = Path(sc.path).resolve()
-    if not scenario.is_relative_to(ROOT):
-        raise UserError(f"{scenario}: on the virtual clock a scenario must be inside the checkout ({ROOT}), "
-                        "which is what the guest sees")
     only = "/run/startlab-only.txt"
     # --delay-backend auto is the guest kernel's netem there (links/delay.py)
     job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {only}\n"
-           f"{PY} {RUN} run {shlex.quote(str(scenario))} {' '.join(map(shlex.quote, run_args(args)))} "
+           f"{PY} {RUN} {' '.join(map(shlex.quote, selection))} "
            f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {args.delay_backend}\n")
     seed = args.seed if args.seed is not None else sc.seed
     b, _ = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
@@ -129,6 +138,17 @@ def run_campaign_virtual(args, sc, out: Path | None) -> tuple[Path, dict]:
     stats["virtual_clock"] = {"guest_s": b.guest_s, "wall_s": b.wall_s, "boot_wall_s": b.boot_s, "exit": b.rc}
     stats["wall_s"] = b.wall_s
     return campaign.path, stats
+
+
+def nightly_runner(args, config_path: Path):
+    """`nightly --clock virtual`: each scenario of the night in its own guest, which runs
+    the entry of the same nightly configuration (its inline variants included)."""
+    config = _in_checkout(Path(config_path), "the nightly configuration")
+
+    def run(entry, night: Path) -> tuple[Path, dict]:
+        return run_campaign_virtual(args, entry.scenario, night,
+                                    ["nightly", "--once", "--config", str(config), "--entry", entry.name])
+    return run
 
 
 def fidelity_virtual(args) -> dict:

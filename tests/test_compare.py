@@ -1,7 +1,10 @@
 """Nightly comparison of two campaigns: a regression is a significant rise beyond one RTT."""
 import json
 
+import pytest
+
 from analysis.compare import compare, compare_campaigns
+from machine.errors import UserError
 from test_report import make_campaign
 
 
@@ -48,3 +51,16 @@ def test_faster_is_not_a_regression(tmp_path):
     new = make_campaign(tmp_path / "new")
     shift_fct(new, "cautious", -0.5)
     assert not any(r["regressed"] for r in compare(old, new))
+
+
+def test_campaigns_on_different_clocks_are_not_compared(tmp_path):
+    """A night on the virtual clock against one on the real clock would be the clocks'
+    difference taken for a regression."""
+    old = make_campaign(tmp_path / "old")
+    new = make_campaign(tmp_path / "new")
+    for meta_path in new.glob("*/meta.json"):
+        meta = json.loads(meta_path.read_text())
+        meta["run_clock"] = {"clock": "virtual", "shift": 0, "seed": 1}
+        meta_path.write_text(json.dumps(meta))
+    with pytest.raises(UserError, match=r"different clocks \(real, virtual\)"):
+        compare(old, new)

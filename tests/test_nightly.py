@@ -317,3 +317,39 @@ def test_the_old_default_nightly_root_is_refused_with_the_move_to_make(tmp_path,
     assert load_nightly_config(cfg, tmp_path / "results" / "nightly").root == tmp_path / "results" / "nightly"
     (tmp_path / "campaigns" / "nightly").mkdir(parents=True)
     assert load_nightly_config(cfg).root == tmp_path / "campaigns" / "nightly"
+
+
+def test_a_night_with_a_runner_skips_the_host_check_and_compares_its_campaigns(tmp_path, monkeypatch):
+    """The virtual clock's runner (a guest per scenario) needs no host check: the night runs
+    on a host the check would refuse, and its campaigns are compared as any night's."""
+    def unfit(profiles, allow_unfit):
+        raise HostUnfit("timer wake-ups p99 3357 µs")
+    monkeypatch.setattr(nightly_run, "check_host", unfit)
+    calls = []
+
+    def runner(entry, night):
+        calls.append((entry.name, night))
+        make_campaign(night, **SMALL)
+        if len(calls) == 2:
+            shift_fct(night, "blitz", 0.5)
+        return night, {"failed": []}
+    cfg = load_nightly_config(write_config(tmp_path / "n.yaml", "format: 1\nscenarios:\n  - scenario: smoke\n"),
+                              tmp_path / "root")
+    first = nightly_run.run_night(cfg, now=datetime(2026, 1, 1, 3), runner=runner)
+    second = nightly_run.run_night(cfg, now=datetime(2026, 1, 2, 3), runner=runner)
+    assert first.host_unfit is None and [n.parent.name for _, n in calls] == ["smoke", "smoke"]
+    assert first.verdicts[0]["note"] == "first night: nothing to compare with"
+    assert [r["variant"] for r in second.regressions] == ["blitz"]
+
+
+def test_the_guest_part_of_a_virtual_night_is_refused_on_the_host(tmp_path, capsys):
+    cfg = write_config(tmp_path / "n.yaml", "format: 1\nscenarios:\n  - scenario: smoke\n")
+    assert main(["nightly", "--once", "--config", str(cfg), "--entry", "smoke", "--out", str(tmp_path / "c")]) == 2
+    assert "the virtual clock's guest's part" in capsys.readouterr().err
+
+
+def test_a_virtual_night_needs_its_configuration_where_the_guest_sees_it(tmp_path, capsys):
+    cfg = write_config(tmp_path / "n.yaml", "format: 1\nscenarios:\n  - scenario: smoke\n")
+    assert main(["nightly", "--once", "--config", str(cfg), "--root", str(tmp_path / "r"), "--clock", "virtual"]) == 2
+    assert "the nightly configuration must be inside the checkout" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
