@@ -9,6 +9,9 @@ RELEASE = REPO / "target" / "release"
 # hosts/bpf/build.sh writes there too; STARTLAB_BPF_OUT moves both (a VM guest, whose
 # checkout is read-only, builds against its own kernel elsewhere).
 BPF_OBJECTS = Path(os.environ.get("STARTLAB_BPF_OUT") or REPO / "target" / "bpf")
+# Tools provisioning installs machine-wide (every clone on the machine shares them): the cddl
+# validator. A virtual clock's guest gets them in its bundle.
+TOOLS = Path(os.environ.get("STARTLAB_TOOLS", "/var/lib/startlab/tools"))
 BUILD_HINT = "build it with: sudo ./playbooks/bootstrap.sh (provisioning; cargo build --release --locked)"
 # The QUIC endpoints are in provisioning's full stage, which the demo's (core) leaves out.
 QUIC_BUILD_HINT = "build it with: sudo ./playbooks/bootstrap.sh --stage full (the demo provisions only the core stage)"

@@ -19,7 +19,7 @@ from hosts.quic.quic_net import FRAME, SERVER_IP, QuicNet, first_flight, read_ud
 from quicpath import RTT_MS, quic_path
 from wire import qlog_validate
 
-pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
 
 DATAGRAM = 1472
 IW = 10                  # the server's (--iw), but where a test says otherwise

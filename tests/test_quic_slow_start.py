@@ -23,7 +23,7 @@ from wire import qlog
 from hosts.quic.quic_net import SERVER_IP, Datagram, QuicNet
 from quicpath import RATE_BPS, RTT_MS, fetch_captured, quic_path
 
-pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
 
 DATAGRAM = 1472
 FRAME = 1514

@@ -12,12 +12,13 @@ each Careful Resume event's name (the CDDL does not tie a name to its data).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+from machine.binaries import TOOLS
 
 SCHEMA_DIR = Path(__file__).parent / "qlog_schema"
 MAIN_SCHEMA = SCHEMA_DIR / "draft-ietf-quic-qlog-main-schema-12.cddl"
@@ -25,8 +26,6 @@ CR_SCHEMA = SCHEMA_DIR / "draft-ietf-tsvwg-careful-resume-qlog-02.cddl"
 FILE_SCHEMA = "urn:ietf:params:qlog:file:sequential"
 SERIALIZATION_FORMAT = "application/qlog+json-seq"
 CR_EVENT_NAME = "quic:careful_resume_phase_updated"   # hosts/quic/src/cr_qlog.rs
-# Where provisioning installs the tool (machine-wide: every clone on the machine shares it).
-TOOLS = Path(os.environ.get("STARTLAB_TOOLS", "/var/lib/startlab/tools"))
 RS = b"\x1e"
 
 

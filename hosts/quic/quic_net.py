@@ -10,9 +10,11 @@ stl<id>cl1 [cl1-eth0] ── veth ── [co-eth0] stl<id>co [co-eth1] ── ve
 
 The core forwards at L2: startlab's delay line when the path has a delay
 (links.delay.DelayLine, as in every campaign: its own CPU, the host's spin window,
-SCHED_RR, ready before the first frame), else a Linux bridge. The bottleneck is a tbf on
-the core's egress toward the client, never on an end host, so neither TCP nor QUIC is
-back-pressured by its own qdisc. The nodes and every process started here are registered
+SCHED_RR, ready before the first frame), else a Linux bridge. On the virtual clock the
+delay is the guest kernel's netem on each egress (as `--delay-backend auto` chooses there:
+no userspace crossing per packet on the guest's one CPU), and the tbf is netem's child
+toward the client. The bottleneck is a tbf on the core's egress toward the client, never on
+an end host, so neither TCP nor QUIC is back-pressured by its own qdisc. The nodes and every process started here are registered
 under one startlab instance, so `run.py clean` finds whatever a killed test left; on exit
 everything is removed, and only the processes started here are signalled, by PID.
 
@@ -32,10 +34,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from links.delay import DelayLine
+from links.delay import DelayLine, NetemDelay
 from links.delayline.line_net import H1_IP, H2_IP, LineNet, line_net
 from links.hostfit import delay_flags, rate_flags, tuning_for
-from machine import host
+from machine import clock, host
 from machine.binaries import RELEASE
 from machine.host import HostMonitor
 from machine.shell import check_cmd
@@ -46,6 +48,8 @@ CLIENT_BIN = RELEASE / "startlab-quic-client"
 DELAYLINE_BIN = RELEASE / "startlab-delayline"
 CLIENT_IP, SERVER_IP = H1_IP, H2_IP
 FRAME = 1514                 # Ethernet frame of a 1500-byte IP packet
+MIN_FRAME = 60               # the smallest Ethernet frame (without its FCS)
+NETEM_OWN_LIMIT = 1000       # packets netem holds in its delay, beyond its child's queue
 
 
 def process_cpu_s(pid: int) -> float:
@@ -78,7 +82,10 @@ class QuicNet:
     def __init__(self, spec: PathSpec) -> None:
         self.spec = spec
         self.procs: list[subprocess.Popen] = []
-        self.line: DelayLine | None = None
+        self.line: DelayLine | NetemDelay | None = None
+        # On the virtual clock: the guest's CPU busy fraction over each fetch (its pace is the
+        # CPU's, not the path's, where one was saturated).
+        self.fetch_busy: list[float] = []
         self.ln: LineNet | None = None
         self._stack = ExitStack()
         self.own_workdir = spec.workdir is None
@@ -105,14 +112,18 @@ class QuicNet:
 
     def up(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.monitor = HostMonitor(self.workdir / "host-monitor").start()
+        if not clock.is_virtual():      # exact timers there: nothing to monitor but the guest's CPU
+            self.monitor = HostMonitor(self.workdir / "host-monitor").start()
         self.ln = ln = self._stack.enter_context(line_net(offload=self.spec.offloads))
         p = ln.instance.prefix
         self.client, self.server = ln.h1, ln.h2
         self.client_intf, self.server_intf = f"{p}cl1-eth0", f"{p}sv1-eth0"
         if self.spec.rtt_ms > 0:
-            self.line = DelayLine()
-            self.line.tuning_flags = tuning_for(host.current()).delayline_flags()
+            if clock.is_virtual():
+                self.line = NetemDelay()
+            else:
+                self.line = DelayLine()
+                self.line.tuning_flags = tuning_for(host.current()).delayline_flags()
             one_way = self.spec.rtt_ms / 1e3 / 2
             rate = self.spec.rate_bps or 1e9
             self.line.start(ln.core, ln.core_a, ln.core_b, one_way, one_way, rate, rate,
@@ -125,13 +136,35 @@ class QuicNet:
         if self.spec.rate_bps:
             rate = self.spec.rate_bps
             limit = self.spec.limit_bytes or max(208 * FRAME, int(rate * 0.010 / 8))
-            check_cmd(ln.core, f"tc qdisc replace dev {ln.core_a} root tbf rate {int(rate)}bit "
+            check_cmd(ln.core, f"tc qdisc replace dev {ln.core_a} {self._tbf_parent()} tbf rate {int(rate)}bit "
                                f"burst {tbf_burst_bytes(rate, self.spec.offloads)} limit {limit}")
+            self._netem_holds(limit)
         # Forwarding starts once the line's packet sockets are bound; a ping through it proves it.
         deadline = time.monotonic() + 5
         while self.server.cmd(f"ping -c1 -W1 {CLIENT_IP} >/dev/null && echo ok").strip() != "ok":
             if time.monotonic() > deadline:
                 raise RuntimeError("no ping through the path within 5 s")
+
+    def _tbf_parent(self) -> str:
+        """Where the bottleneck's tbf sits on the core's egress toward the client: the root,
+        or under that egress's netem (delayed, then shaped: the same path)."""
+        if not isinstance(self.line, NetemDelay):
+            return "root"
+        assert self.ln is not None
+        netem = [q for q in json.loads(check_cmd(self.ln.core, f"tc -j qdisc show dev {self.ln.core_a} root"))
+                 if q.get("kind") == "netem"]
+        return f"parent {netem[0]['handle']}1"
+
+    def _netem_holds(self, tbf_limit_bytes: int) -> None:
+        """A netem's limit counts the packets of its child qdisc too: raised so that only the
+        tbf's own queue limit drops. (Measured: with netem's limit at 1000, a 4240-frame tbf
+        queue lost datagrams, and HyStart++ on it met a loss before its CSS ended.)"""
+        if not isinstance(self.line, NetemDelay):
+            return
+        assert self.ln is not None
+        delay_us = round(self.spec.rtt_ms * 1e3 / 2)
+        held = NETEM_OWN_LIMIT + tbf_limit_bytes // MIN_FRAME
+        check_cmd(self.ln.core, f"tc qdisc change dev {self.ln.core_a} root netem delay {delay_us}us limit {held}")
 
     def set_rate(self, rate_bps: float, limit_bytes: int | None = None) -> None:
         """Change the bottleneck's rate (and queue) while the path is up: a path that
@@ -139,8 +172,9 @@ class QuicNet:
         if not self.spec.rate_bps or self.ln is None:
             raise RuntimeError("this path has no bottleneck to change (PathSpec.rate_bps)")
         limit = limit_bytes or self.spec.limit_bytes or max(208 * FRAME, int(rate_bps * 0.010 / 8))
-        check_cmd(self.ln.core, f"tc qdisc change dev {self.ln.core_a} root tbf rate {int(rate_bps)}bit "
+        check_cmd(self.ln.core, f"tc qdisc change dev {self.ln.core_a} {self._tbf_parent()} tbf rate {int(rate_bps)}bit "
                                 f"burst {tbf_burst_bytes(rate_bps, self.spec.offloads)} limit {limit}")
+        self._netem_holds(limit)
 
     # -- processes -----------------------------------------------------------------------
 
@@ -182,10 +216,13 @@ class QuicNet:
 
     def fetch(self, size: str, args: list[str] = (), timeout: float = 120) -> dict:
         """One client fetch; its JSON (raises with the client's message on failure)."""
+        cpu0 = clock.cpu_times()
         p = self.popen(self.client, [str(CLIENT_BIN), "--server", f"{SERVER_IP}:4433",
                                      "--size", size, *args],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate(timeout=timeout)
+        if clock.is_virtual():
+            self.fetch_busy.append(clock.guest_cpu(cpu0, clock.cpu_times())["busy_fraction"] or 0.0)
         if p.returncode != 0:
             raise RuntimeError(f"client failed ({p.returncode}): {err.strip()} {out.strip()}")
         return json.loads(out)
@@ -215,9 +252,11 @@ class QuicNet:
             self.stop(p)
         self.procs.clear()
         delay_stats = []
-        if self.line is not None and self.line.proc is not None:
+        if isinstance(self.line, DelayLine) and self.line.proc is not None:
             delay_stats.append(self.line.stop())
         self.line = None
+        if clock.is_virtual():
+            self.host_flags = {"delay": clock.saturation_flags(max(self.fetch_busy, default=None)), "rate": []}
         if self.monitor is not None:
             timing = self.monitor.stop()
             self.monitor = None

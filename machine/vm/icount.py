@@ -33,7 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from machine import registry
+from machine import binaries, registry
 from machine.errors import UserError
 from machine.vm.image import Image, Kernel
 from machine.vm import qemu
@@ -125,7 +125,7 @@ def _normalise_times(stage: Path, bpf: Path | None) -> None:
 def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | None) -> Path:
     """The ext4 image the guest mounts at the checkout's path: the tracked files as they are
     in the work tree, the venv, the native release builds, the guest kernel's BPF objects and
-    BUNDLE_DIR (boot script, job, clock record). Python's byte code is compiled here, once
+    BUNDLE_DIR (boot script, job, clock record, provisioning's machine-wide tools). Python's byte code is compiled here, once
     (checked by hash, not by time), rather than in the guest at every import. The same files
     give the same image, byte for byte (tests/test_virtual_clock_units.py)."""
     stage = work / "bundle"
@@ -143,6 +143,9 @@ def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | N
             _copy(exe, stage / "target" / "release" / exe.name)
     extra = stage / BUNDLE_DIR
     extra.mkdir(parents=True)
+    for tool in sorted((binaries.TOOLS / "bin").glob("*")):      # STARTLAB_TOOLS in the guest
+        if tool.is_file() and os.access(tool, os.X_OK):
+            _copy(tool, extra / "tools" / "bin" / tool.name)
     if bpf is not None:
         shutil.copytree(bpf, extra / "bpf", ignore=shutil.ignore_patterns(".build.lock", "*.tmp"))
     shutil.copy2(BOOT_SCRIPT, extra / "boot.sh")
