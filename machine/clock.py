@@ -66,3 +66,18 @@ def saturation_flags(busy: float | None) -> list[str]:
         return []
     return [f"the guest's CPU was busy {busy:.0%} of the run (≥ {SATURATED_BUSY:.0%}): the virtual "
             "clock's CPU, not the path, may have set the pace; use a lower-rate profile"]
+
+
+def failure_note(cpu0: tuple[int, int]) -> str:
+    """What a failed run's message adds on the virtual clock: the guest CPU's busy fraction
+    from the run's start (`cpu0`) to its failure. A run whose CPU was saturated failed for
+    want of instructions (a long flow that never fills a fast link), not because of its path."""
+    if not is_virtual():
+        return ""
+    busy = busy_fraction(cpu0, cpu_times())
+    if busy is None:
+        return ""
+    note = f" (the guest's CPU was busy {busy:.0%} of the run until it failed"
+    if busy >= SATURATED_BUSY:
+        note += ": saturated, so the virtual clock's CPU, not the path, may have set the pace; use a lower-rate profile"
+    return note + ")"

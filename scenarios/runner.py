@@ -81,8 +81,9 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
             result = sc.workload.run(session, params, run.size_bytes)
             confined = None if lane is None else confinement(lane, net.instance)
     except (WorkloadError, RuntimeError) as exc:
-        export_run(campaign.fail_run(run.run_id, f"{type(exc).__name__}: {exc}"))
-        raise RunFailed(str(exc)) from exc
+        why = f"{exc}{clock.failure_note(cpu0)}"
+        export_run(campaign.fail_run(run.run_id, f"{type(exc).__name__}: {why}"))
+        raise RunFailed(why) from exc
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -84,6 +84,17 @@ def test_guest_cpu_busy_fraction_and_its_flag(tmp_path: Path) -> None:
     assert clock.saturation_flags(0.5) == [] and clock.saturation_flags(None) == []
 
 
+def test_a_failed_runs_message_says_how_busy_the_guest_cpu_was(monkeypatch) -> None:
+    monkeypatch.setattr(clock, "is_virtual", lambda: False)
+    assert clock.failure_note((0, 0)) == ""
+    monkeypatch.setattr(clock, "is_virtual", lambda: True)
+    monkeypatch.setattr(clock, "cpu_times", lambda: (990, 1000))
+    note = clock.failure_note((0, 0))
+    assert "busy 99%" in note and "saturated" in note and "lower-rate profile" in note
+    monkeypatch.setattr(clock, "cpu_times", lambda: (400, 1000))
+    assert "busy 40%" in clock.failure_note((0, 0)) and "saturated" not in clock.failure_note((0, 0))
+
+
 def test_the_clock_record_comes_from_the_bundle(tmp_path: Path, monkeypatch) -> None:
     clock.record.cache_clear()
     monkeypatch.delenv("STARTLAB_CLOCK_FILE", raising=False)

@@ -24,9 +24,13 @@ from analysis import determinism  # noqa: E402
 from results import nightly  # noqa: E402
 from conftest import assert_nothing_left, vm_leftovers  # noqa: E402
 
-# One variant, one short run at dsl-fast: the smallest campaign with the whole path (tbf,
-# netem, three captures, a competing long flow) that the guest carries unsaturated.
-CAMPAIGN = ["scenarios/smoke.yaml", "--variants", "cubic-iw10", "--reps", "1"]
+# One variant, one short run: the smallest campaign with the whole path (tbf, netem, three
+# captures, a competing long flow). At dsl-slow (25 Mbit/s), not the smoke scenario's
+# dsl-fast: at 50 Mbit/s this workload is at the edge of the guest's one CPU, and one
+# checkout's trajectory fell over it (the long flow held at 42 Mbit/s with no loss, the tbf
+# behind a standing queue of ~160 packets: its dequeue starved), so whether the test ran
+# would depend on the checkout's bytes.
+CAMPAIGN = ["scenarios/smoke.yaml", "--profiles", "dsl-slow", "--variants", "cubic-iw10", "--reps", "1"]
 
 
 def _campaign(out: Path, busy_loops: int = 0) -> subprocess.CompletedProcess:
