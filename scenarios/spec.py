@@ -25,7 +25,6 @@ from machine.errors import UserError
 from links.profiles import LinkProfile, load_profiles
 from links import shapers
 from links.shapers import Shaper
-from links.shapers.tbf import Tbf
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 
@@ -69,10 +68,24 @@ class Scenario:
     text_hash: str
     overrides: dict = field(default_factory=dict)
     sweep: Sweep | None = None
-    shaper: Shaper = field(default_factory=Tbf)
+    # The bottleneck's queue the file names; None: each profile's default (shapers.default_for),
+    # so that one trace link among the profiles does not move the others off the kernel's tbf.
+    shaper: Shaper | None = None
     # Sizes per profile where the file gives them as a mapping: a size that means a few BDPs
     # on one path means thirty on another, and a campaign's wall time goes where it matters.
     profile_sizes: dict[str, list[int]] = field(default_factory=dict)
+
+    def shaper_for(self, profile: LinkProfile) -> Shaper:
+        """The shaper of `profile`'s bottleneck: the file's, else the profile's default."""
+        return self.shaper or shapers.default_for([profile])
+
+    def shapers_record(self) -> dict:
+        """campaign.json's `shaper`: one description where every profile has the same
+        shaper (every scenario's record before per-profile defaults, so --reuse still
+        matches), else one per profile."""
+        per_profile = {p.name: self.shaper_for(p).describe() for p in self.profiles}
+        kinds = list({json.dumps(d, sort_keys=True): d for d in per_profile.values()}.values())
+        return kinds[0] if len(kinds) == 1 else per_profile
 
     def sizes_for(self, profile: str) -> list[int]:
         """The object sizes run on `profile`."""
@@ -152,7 +165,7 @@ class Scenario:
                 "overrides": self.overrides,
                 "sweep": {"param": self.sweep.param, "values": self.sweep.values} if self.sweep else None,
                 "variant_definitions": {n: v.describe() for n, v in self.variants.items()},
-                "shaper": self.shaper.describe(),
+                "shaper": self.shapers_record(),
                 "workload_variants": {k: self.variant(v).describe() for k, v in self.workload_params.items()
                                       if self.workload.params[k].kind == "variant"}}
 
@@ -286,7 +299,7 @@ SCENARIO_FIELDS = {
     "repetitions": "runs per cell (1 … 10000); default 1",
     "seed": "seed of the run order; default 1 (a workload draws from its own `seed` parameter)",
     "sweep": "`param:` a numeric workload parameter and its `values:` (one cell per value)",
-    "shaper": "`kind:` how the bottleneck queues (below); default tbf, delayline where a profile is a trace link",
+    "shaper": "`kind:` how the bottleneck queues (below); default per profile: tbf, delayline on a trace or lossy link",
 }
 
 
@@ -334,7 +347,7 @@ def load_scenario(path: Path | str) -> Scenario:
         seed=int(top.number("seed", 1, low=0, high=2 ** 32, integer=True)),
         text_hash=hashlib.sha256(path.read_bytes()).hexdigest(), profile_sizes=profile_sizes,
         sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None,
-        shaper=_shaper(top.sub("shaper"), profiles) if top.has("shaper") else shapers.default_for(profiles))
+        shaper=_shaper(top.sub("shaper"), profiles) if top.has("shaper") else None)
 
 
 def _size_list(fields: Fields, key: str) -> list[int]:

@@ -227,8 +227,9 @@ def test_shapers_are_declared_by_their_own_classes(tmp_path):
 
 
 def test_a_trace_or_lossy_profile_gets_the_delay_lines_queue_and_tbf_is_refused(tmp_path):
-    """tbf knows only a fixed rate: a scenario with a trace link (or random loss) defaults to
-    the delay line's queue, and naming tbf is an error at the shaper's line."""
+    """tbf knows only a fixed rate: a trace link (or random loss) defaults to the delay line's
+    queue, the scenario's other profiles keep tbf, and naming tbf is an error at the shaper's
+    line."""
     from links import shapers
     from links.profiles import LinkProfile, get_profile
     base = (Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml").read_text()
@@ -236,7 +237,13 @@ def test_a_trace_or_lossy_profile_gets_the_delay_lines_queue_and_tbf_is_refused(
     trace_profiles = base.replace(base[base.index("profiles:"):].splitlines()[0],
                                   "profiles: [pantheon-mexico-cellular, dsl-fast]")
     path.write_text(trace_profiles)
-    assert load_scenario(path).shaper.describe()["kind"] == "delayline"
+    sc = load_scenario(path)
+    # Each profile its own default: the trace link the delay line's queue, dsl-fast the kernel's tbf.
+    assert [sc.shaper_for(p).describe()["kind"] for p in sc.profiles] == ["delayline", "tbf"]
+    assert sc.record()["shaper"] == {"pantheon-mexico-cellular": sc.shaper_for(sc.profiles[0]).describe(),
+                                     "dsl-fast": {"kind": "tbf"}}
+    path.write_text(base)                  # one shaper for all: one description, as before
+    assert load_scenario(path).record()["shaper"] == {"kind": "tbf"}
     path.write_text(trace_profiles + "shaper:\n  kind: tbf\n")
     with pytest.raises(UserError, match=r"shaper.kind: profile pantheon-mexico-cellular is a trace link .* delayline"):
         load_scenario(path)
