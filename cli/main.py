@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from dataclasses import asdict
@@ -225,6 +226,23 @@ def cmd_clean(args) -> int:
     return 0
 
 
+def cmd_slurm_local(args) -> int:
+    """A one-node Slurm cluster of startlab's own until Ctrl-C, to try `run --slurm` here."""
+    import signal
+    from machine.capabilities import require_root
+    from machine.slurm import LocalCluster
+    require_root()
+    with LocalCluster(args.cpus) as cluster:
+        print(f"startlab: a one-node Slurm cluster is up (node {cluster.node}, {cluster.cpus} CPUs). In another "
+              f"shell:\n  export SLURM_CONF={cluster.conf}\n  sinfo; sudo -E ./run.py run scenarios/smoke.yaml "
+              "--slurm\nCtrl-C here cancels its jobs and removes it.", flush=True)
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            print("startlab: stopping the cluster …", file=sys.stderr)
+    return 0
+
+
 def cmd_kernels(args) -> int:
     """Debian's stock kernels in VMs: a kernel × check matrix (cli/kernels.py)."""
     from cli import kernels
@@ -311,6 +329,13 @@ def cmd_run(args) -> int:
     sc = apply_overrides(load_scenario(args.scenario), args.profiles, args.sizes, args.variants, args.reps)
     out = Path(args.out) if args.out else None
     only = read_run_list(Path(args.only)) if args.only else None
+    args.clock = args.clock or (clock.VIRTUAL if args.slurm else clock.REAL)
+    if args.task is not None:                  # one task of a --slurm array, on its node
+        if out is None or only is None:
+            raise UserError("--task is a task of run --slurm and needs its --out and --only")
+        return _run_slurm_task(args, sc, out, only)
+    if args.slurm:
+        return _run_on_slurm(args, sc, out, only)
     if args.clock == "virtual":
         from cli.virtual import run_campaign_virtual
         if args.lanes != "1" or args.reuse or args.only:
@@ -348,6 +373,55 @@ def cmd_run(args) -> int:
         campaign, stats = run_campaign_in_lanes(sc, out, args.delay_backend, lanes,
                                                 [str(sc.path.resolve()), *_overrides(args)], only, host_rec)
     return finish(campaign.path, args.json, stats)
+
+
+def _run_on_slurm(args, sc, out: Path | None, only: set[str] | None) -> int:
+    """`run --slurm`: the unfinished runs as an array job on the cluster (scenarios/slurm.py)."""
+    import shlex
+    from scenarios.runner import open_campaign, select_runs
+    from scenarios.slurm import Submission, run_campaign_on_slurm
+    if args.lanes != "1" or args.reuse:
+        raise UserError("--slurm deals the runs over the cluster's nodes itself: without --lanes or --reuse")
+    if args.batch < 1 or (args.lanes_per_node is not None and args.lanes_per_node < 1):
+        raise UserError("--batch and --lanes-per-node: at least 1")
+    worker = [str(sc.path.resolve()), *_overrides(args), "--delay-backend", args.delay_backend,
+              *(["--kernel", args.kernel] if args.clock == clock.VIRTUAL else []),
+              *(["--seed", str(args.seed)] if args.seed is not None else []),
+              *(["--unfit-host"] if args.unfit_host else [])]
+    sub = Submission(clock=args.clock, worker_args=worker, partition=args.partition,
+                     lanes_per_node=args.lanes_per_node, batch=args.batch,
+                     extra=tuple(shlex.split(args.slurm_args or "")))
+    if args.clock == clock.VIRTUAL and os.geteuid() == 0:
+        # The image and the guest's BPF objects once, here, before tasks boot guests at
+        # once from this machine's cache (a node without them builds its own).
+        from cli.virtual import prepare
+        prepare(args.kernel, lambda m: print(m, file=sys.stderr))
+    campaign = open_campaign(sc, out)
+    stats = run_campaign_on_slurm(campaign, select_runs(sc, only), sub)
+    rc = finish(campaign.path, args.json, stats)
+    return rc or (1 if stats.get("unfinished") else 0)
+
+
+def _run_slurm_task(args, sc, out: Path, only: set[str]) -> int:
+    """One array task of `run --slurm` on its node: its batch into the shared campaign, and
+    its stats beside the batch."""
+    from machine.cpuset import own_cpus
+    from results.store import write_json
+    from scenarios.slurm import SLURM_DIR
+    if args.clock == clock.VIRTUAL:
+        from cli.virtual import run_campaign_virtual
+        path, stats = run_campaign_virtual(args, sc, out, only=only, files_dest=out / SLURM_DIR / f"task-{args.task}")
+    else:
+        from machine.capabilities import require_root
+        from scenarios.hostcheck import check_host
+        from scenarios.runner import run_campaign
+        require_root()
+        # This node's timing goes into its runs only: the campaign's host.json is the submitter's.
+        campaign, stats = run_campaign(sc, out, args.delay_backend, only,
+                                       host_rec=check_host(sc.profiles, args.unfit_host), shared=True)
+        path = campaign.path
+    write_json(Path(path) / SLURM_DIR / f"task-{args.task}.stats.json", {**stats, "cpus": own_cpus()})
+    return 0
 
 
 def _export_from_guest(campaign_dir: Path, stats: dict) -> int:
@@ -503,11 +577,12 @@ def cmd_demo(args) -> int:
     return finish(campaign.path, args.json, stats)
 
 
-def _clock_options(p: argparse.ArgumentParser) -> None:
+def _clock_options(p: argparse.ArgumentParser, default: str | None = clock.REAL) -> None:
     """--clock and what the virtual clock's guest takes (docs/emulation.md#the-virtual-clock)."""
-    p.add_argument("--clock", default="real", choices=clock.CHOICES,
-                   help="real: emulate on this host in real time (default); virtual: in a stock-kernel "
-                        "guest under QEMU's instruction-counted time, the same figures however busy the host")
+    p.add_argument("--clock", default=default, choices=clock.CHOICES,
+                   help="real: emulate on this host in real time (default" + ("" if default else "; virtual with --slurm")
+                        + "); virtual: in a stock-kernel guest under QEMU's instruction-counted time, the same "
+                        "figures however busy the host")
     p.add_argument("--seed", type=int, help="virtual clock: the guest's seed (default: the scenario's; 1 for fidelity)")
     p.add_argument("--kernel", default="6.1", help="virtual clock: the guest's stock kernel, 6.1 or 6.12 (default 6.1)")
     p.add_argument("--timeout-s", type=float, default=6 * 3600, help="virtual clock: wall-time bound of the guest")
@@ -516,6 +591,7 @@ def _clock_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from links import shapers
     from links.delay import BACKEND_CHOICES
+    from scenarios.slurm import DEFAULT_BATCH
     parser = argparse.ArgumentParser(prog="run.py", description=(
         "startlab: race TCP startup schemes over emulated access networks (Mininet)."))
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
@@ -572,8 +648,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="take the runs another campaign finished with the same declaration (profile, size, "
                         "variant, workload parameters, repetition, shaper) instead of running them; repeatable")
     p.add_argument("--lane", type=int, help=argparse.SUPPRESS)      # a worker of --lanes
+    p.add_argument("--slurm", action="store_true",
+                   help="submit the unfinished runs to the Slurm cluster this machine is a client of, as an "
+                        "array job (docs/operations.md#on-a-cluster); --clock virtual unless told otherwise")
+    p.add_argument("--partition", help="--slurm: the partition (default: the cluster's)")
+    p.add_argument("--lanes-per-node", type=int, metavar="N",
+                   help="--slurm: tasks per node, each with its share of the node's CPUs (default: 2 CPUs a "
+                        "task on the real clock, 1 on the virtual clock)")
+    p.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
+                   help=f"--slurm: runs per array task (default {DEFAULT_BATCH})")
+    p.add_argument("--slurm-args", metavar="'…'", help="--slurm: further sbatch options, as one string")
+    p.add_argument("--task", type=int, help=argparse.SUPPRESS)      # a task of --slurm
     p.add_argument("--json", action="store_true", help="print the summary path and per-variant figures as JSON")
-    _clock_options(p)
+    _clock_options(p, default=None)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("fleet", help="run a scenario sharded over the hosts of an Ansible inventory")
@@ -631,6 +718,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("docs", help="regenerate the reference pages in docs/reference from the code")
     p.add_argument("--check", action="store_true", help="only say which pages are out of date (exit 1 if any)")
     p.set_defaults(func=cmd_docs)
+
+    p = sub.add_parser("slurm-local", help="a one-node Slurm cluster on this machine until Ctrl-C, "
+                                           "to try run --slurm (docs/operations.md#on-a-cluster)")
+    p.add_argument("--cpus", type=int, help="the node's CPUs (default: this process's)")
+    p.set_defaults(func=cmd_slurm_local)
 
     p = sub.add_parser("clean", help="remove what startlab created (and nothing else)")
     p.add_argument("--force", action="store_true",

@@ -28,15 +28,20 @@ PY, RUN = shlex.quote(str(ROOT / ".venv" / "bin" / "python")), shlex.quote(str(R
 
 
 class Importer:
-    """Unpacks the guest's export stream into `dest` as records complete."""
+    """Unpacks the guest's export stream into `dest` as records complete. A run's meta.json
+    gets the cluster task's ids there (machine/provenance.py): the guest does not see them,
+    so that its inputs, and with them its runs, are the same on a cluster as here."""
 
-    def __init__(self, stream: Path, dest: Path):
-        self.stream, self.dest, self.offset, self.names = stream, dest, 0, []
+    def __init__(self, stream: Path, dest: Path, files_dest: Path):
+        from machine.provenance import slurm_task
+        self.stream, self.dest, self.files_dest, self.offset, self.names = stream, dest, files_dest, 0, []
+        self.meta_extra = {"slurm": slurm_task()} if slurm_task() else None
 
     def poll(self) -> list[str]:
         recs, self.offset = export.records(self.stream, self.offset)
         for name, data in recs:
-            export.unpack(name, data, self.dest)
+            export.unpack(name, data, self.files_dest if name == export.CAMPAIGN_FILES else self.dest,
+                          self.meta_extra)
             self.names.append(name)
         return [n for n, _ in recs]
 
@@ -55,19 +60,23 @@ def _progress_line(log: Path) -> str:
 
 
 def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: float,
-                 progress=print) -> tuple[icount.VirtualBoot, dict]:
+                 progress=print, files_dest: Path | None = None) -> tuple[icount.VirtualBoot, dict]:
     """Boot one guest on the virtual clock with `job` (sh, run in the checkout), unpacking
-    what it exports into `dest`. Raises UserError when the guest did not finish its job."""
+    what it exports into `dest`; the campaign's own files and the guest's log go to
+    `files_dest` (default `dest`: a cluster's tasks share `dest` and keep theirs apart).
+    Raises UserError when the guest did not finish its job."""
     from machine.capabilities import require_root
     require_root()                   # the image is built with debootstrap, the boot is registered
     img, kernel, bpf = prepare(kernel_name, progress)
-    dest.mkdir(parents=True, exist_ok=True)
+    files_dest = files_dest or dest
+    for d in (dest, files_dest):
+        d.mkdir(parents=True, exist_ok=True)
     # Named by this process, so `run.py clean` removes it if this process dies first.
     with tempfile.TemporaryDirectory(prefix=f".virtual-{os.getpid()}-", dir=img.dir) as tmp:
         work = Path(tmp)
         clock = icount.clock_record(img, kernel, seed)
         bundle = icount.make_bundle(ROOT, work, f"cd {shlex.quote(str(ROOT))}\n{job}", clock, bpf)
-        importer = Importer(work / "job" / "runs.stream", dest)
+        importer = Importer(work / "job" / "runs.stream", dest, files_dest)
 
         def watch(elapsed: float) -> None:
             got = importer.poll()
@@ -78,8 +87,8 @@ def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: f
                  f"QEMU {clock['qemu']}; booting …")
         b = icount.boot(img, kernel, bundle, ROOT, work / "job", seed, timeout_s, watch)
         importer.poll()
-        export.merge_campaign_files(dest)
-        log_copy = dest / "guest.log"
+        export.merge_campaign_files(files_dest)
+        log_copy = files_dest / "guest.log"
         if b.log.is_file():
             shutil.copy(b.log, log_copy)
         if b.rc is None:
@@ -109,30 +118,34 @@ def _in_checkout(path: Path, what: str) -> Path:
     return path
 
 
-def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None = None) -> tuple[Path, dict]:
-    """`run SCENARIO --clock virtual`: the campaign in one guest; returns (campaign, stats).
-    `selection` is the guest's run.py command that names the campaign's scenario (default:
-    `run SCENARIO` with the command line's overrides; nightly names its entry instead)."""
+def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None = None,
+                         only: set[str] | None = None, files_dest: Path | None = None) -> tuple[Path, dict]:
+    """`run SCENARIO --clock virtual`: the campaign (or the runs in `only`) in one guest;
+    returns (campaign, stats). `selection` is the guest's run.py command that names the
+    campaign's scenario (default: `run SCENARIO` with the command line's overrides; nightly
+    names its entry instead). A cluster's task keeps the guest's campaign files (networks,
+    stats, log) in its own `files_dest`."""
     from scenarios.runner import open_campaign, select_runs
     vm_image.parse_kernels(args.kernel)          # a bad name before any directory is made
     if selection is None:
         selection = ["run", str(_in_checkout(Path(sc.path), "a scenario")), *run_args(args)]
     campaign = open_campaign(sc, out)
-    runs = select_runs(sc, None)
+    runs = select_runs(sc, only)
     todo = [r.run_id for r in runs if not campaign.is_done(r.run_id)]
     if not todo:
         return campaign.path, {"runs": len(runs), "skipped": len(runs), "failed": [], "wall_s": 0.0}
-    only = "/run/startlab-only.txt"
+    guest_only = "/run/startlab-only.txt"
     # --delay-backend auto is the guest kernel's netem there (links/delay.py)
-    job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {only}\n"
+    job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {guest_only}\n"
            f"{PY} {RUN} {' '.join(map(shlex.quote, selection))} "
-           f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {args.delay_backend}\n")
+           f"--out {GUEST_CAMPAIGN} --only {guest_only} --delay-backend {args.delay_backend}\n")
     seed = args.seed if args.seed is not None else sc.seed
+    files_dest = files_dest or campaign.path
     b, _ = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
-                        progress=lambda m: print(m, file=sys.stderr))
-    stats_file = campaign.path / "guest-stats.json"
+                        progress=lambda m: print(m, file=sys.stderr), files_dest=files_dest)
+    stats_file = files_dest / "guest-stats.json"
     if not stats_file.is_file():
-        tail = (campaign.path / "guest.log").read_text(errors="replace").strip().splitlines()[-12:]
+        tail = (files_dest / "guest.log").read_text(errors="replace").strip().splitlines()[-12:]
         raise UserError(f"the guest's campaign exited {b.rc} before its end:\n  " + "\n  ".join(tail))
     stats = json.loads(stats_file.read_text())
     stats["virtual_clock"] = {"guest_s": b.guest_s, "wall_s": b.wall_s, "boot_wall_s": b.boot_s, "exit": b.rc}

@@ -111,6 +111,10 @@ def clean(force: bool = False) -> list[str]:
                     removed.append(f"cpuset {path}")
             except OSError as exc:
                 removed.append(f"cpuset {path} NOT removed: {exc}")
+    from machine.slurm import cluster_processes
+    for pid, comm, owner in cluster_processes():     # a local Slurm cluster's, its owner gone
+        if owner not in live_prefixes and registry.terminate(pid, registry.process_start_time(pid)):
+            removed.append(f"process {comm} ({pid}) of Slurm cluster {owner}")
     removed += remove_dead_vm_scratch()
     return removed
 

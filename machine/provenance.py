@@ -31,4 +31,18 @@ def provenance() -> dict:
     # without its history.
     return {"git_rev": os.environ.get("STARTLAB_GIT_REV") or git_revision(), "kernel": os.uname().release,
             "machine": os.uname().nodename, "host": os.environ.get("STARTLAB_HOST") or os.uname().nodename,
-            "cpus": os.cpu_count(), "tools": tool_versions()}
+            "cpus": os.cpu_count(), "tools": tool_versions(),
+            **({"slurm": slurm_task()} if slurm_task() else {})}
+
+
+# Slurm's environment of an array task, as meta.json's `slurm` keeps it. On the virtual clock
+# the task's job script passes them into the guest, where the runs' meta.json is written.
+SLURM_ENV = {"job": "SLURM_ARRAY_JOB_ID", "task": "SLURM_ARRAY_TASK_ID", "node": "SLURMD_NODENAME",
+             "restarts": "SLURM_RESTART_COUNT"}
+
+
+def slurm_task() -> dict:
+    """The Slurm job, array task, node and restart count this process runs in ({} outside one)."""
+    if "SLURM_ARRAY_JOB_ID" not in os.environ:
+        return {}
+    return {k: os.environ.get(v, "0" if k == "restarts" else "") for k, v in SLURM_ENV.items()}

@@ -10,10 +10,13 @@ counts.
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import tarfile
 from pathlib import Path
+
+from results.schema import META_FILE
 
 MAGIC = b"startlab-export"
 # The record of a campaign's own files (campaign.json, networks/, …), merged into its top.
@@ -64,8 +67,9 @@ def records(stream: Path, offset: int = 0) -> tuple[list[tuple[str, bytes]], int
     return out, offset + pos
 
 
-def unpack(name: str, data: bytes, dest: Path) -> Path:
-    """Write record `name` under `dest`: unpacked beside, then renamed into place."""
+def unpack(name: str, data: bytes, dest: Path, meta_extra: dict | None = None) -> Path:
+    """Write record `name` under `dest`: unpacked beside, then renamed into place. A run's
+    meta.json gets `meta_extra`'s fields on the way (what only the host knows of it)."""
     final = dest / name
     if not final.resolve().is_relative_to(dest.resolve()):
         raise ValueError(f"export record {name!r} points outside {dest}")
@@ -77,6 +81,9 @@ def unpack(name: str, data: bytes, dest: Path) -> Path:
             if member.issym() or member.islnk() or Path(member.name).is_absolute() or ".." in Path(member.name).parts:
                 raise ValueError(f"export record {name!r}: refused member {member.name!r}")
         tar.extractall(tmp)
+    meta = tmp / META_FILE
+    if meta_extra and meta.is_file():
+        meta.write_text(json.dumps({**json.loads(meta.read_text()), **meta_extra}, indent=1, default=str) + "\n")
     if final.exists():
         shutil.rmtree(final)
     os.rename(tmp, final)

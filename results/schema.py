@@ -73,6 +73,7 @@ META_FIELDS = {
     "sweep": "{param: value} of a sweep point", "lane": "the lane's confinement (lanes only)",
     "finished": "UTC time the run finished",
     "git_rev": "startlab's revision", "kernel": "uname -r", "machine": "host name", "host": "fleet host name",
+    "slurm": "a --slurm task's job, array task, node and restarts (absent elsewhere)",
     "cpus": "CPUs of the machine", "tools": "tool versions",
     "analysis_error": "why the analysis failed (the captures are kept)",
     "reused_from": "the campaign (its path, scenario and hash) this run was taken from by `run --reuse`",

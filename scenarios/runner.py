@@ -23,7 +23,7 @@ from hosts.workloads.base import WorkloadError
 from machine import clock, host
 from machine.cpuset import confinement
 from machine.errors import HostUnfit, UserError
-from machine.provenance import provenance
+from machine.provenance import provenance, slurm_task
 from results import export, schema
 from results.campaign import Campaign
 from scenarios import hostcheck
@@ -242,19 +242,21 @@ def refuse_unavailable(sc: Scenario) -> None:
 
 
 def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", only: set[str] | None = None,
-                 lane: int | None = None, host_rec: dict | None = None) -> tuple[Campaign, dict]:
+                 lane: int | None = None, host_rec: dict | None = None,
+                 shared: bool = False) -> tuple[Campaign, dict]:
     """Run what is not finished yet of the scenario (or of `only`). A lane (`lane` set) is
     one of several workers on one campaign: it leaves the others' partial runs alone and
-    adopts the campaign's host calibration; otherwise `host_rec` (hostcheck.check_host) is
-    recorded in the campaign."""
+    adopts the campaign's host calibration. A cluster's task (`shared`) leaves them alone
+    too, but keeps its own node's `host_rec` in its runs only. Otherwise `host_rec`
+    (hostcheck.check_host) is recorded in the campaign."""
     refuse_unavailable(sc)
     campaign = open_campaign(sc, out)
-    if lane is None:
+    if lane is not None:
+        host_rec = hostcheck.adopt(campaign.path)
+    elif not shared:
         campaign.clear_partials()
         if host_rec is not None:
             hostcheck.record(campaign.path, host_rec)
-    else:
-        host_rec = hostcheck.adopt(campaign.path)
     runs = select_runs(sc, only)
     todo = [r for r in runs if not campaign.is_done(r.run_id)]
     progress = Progress(len(runs), len(runs) - len(todo))
@@ -266,7 +268,9 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
     failures_in_a_row = 0
     try:
         for profile_name, group in itertools.groupby(todo, key=lambda r: r.profile):
-            net_name = f"{profile_name}-{datetime.now().strftime('%H%M%S')}" + ("" if lane is None else f"-lane{lane}")
+            task = slurm_task().get("task")          # tasks of a cluster share the campaign too
+            net_name = (f"{profile_name}-{datetime.now().strftime('%H%M%S')}"
+                        + (f"-lane{lane}" if lane is not None else f"-task{task}" if task else ""))
             net_dir = campaign.path / schema.NETWORKS_DIR / net_name
             needs = sc.host_needs()
             with Network(profiles[profile_name], net_dir, pairs=needs.pairs, delay_backend=delay_backend,

@@ -1,0 +1,159 @@
+"""A campaign on a Slurm cluster: the unfinished runs, dealt into batches, as one array job.
+
+Each array task runs one batch with `run.py run … --task K --only <batch>` on the node Slurm
+gave it, within the CPUs Slurm allocated, and writes its runs into the campaign directory,
+which every node sees (a shared filesystem, or this machine for a one-node cluster). A run
+appears only when complete, so a task cut short by its node's death and requeued by Slurm
+runs only what it had not finished, and the same command later submits only what is still
+missing. This process submits, shows progress, and cancels the array on Ctrl-C; Slurm does
+the rest (dispatch, requeue, confinement).
+"""
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from machine import slurm
+from machine.errors import UserError
+from results.campaign import Campaign
+from results.store import read_json_or_none, write_json
+from scenarios.lanes import CPUS_PER_LANE, deal_runs
+from scenarios.progress import Progress
+from scenarios.spec import Run
+
+SLURM_DIR = "slurm"            # inside the campaign: the batches, the job script, the tasks' logs and stats
+RUN_PY = Path(__file__).resolve().parent.parent / "run.py"
+# Runs per array task. A task pays for its start once: Slurm's dispatch (about a second on
+# an idle controller), and on the virtual clock the guest's boot (half a minute to a minute
+# of wall time) or on the real clock the host check (6 s) and a network per profile (a few
+# seconds); a run costs 5–60 s of wall time. Ten runs keep that start below about a fifth of
+# a task on the virtual clock, and still give a 100-run campaign ten tasks to spread.
+DEFAULT_BATCH = 10
+POLL_S = 2.0
+
+
+@dataclass
+class Submission:
+    """What `run --slurm` asks of the cluster, besides the scenario."""
+    clock: str                          # real or virtual
+    worker_args: list[str]              # the task's `run.py run` arguments besides --out/--task/--only
+    partition: str | None = None
+    lanes_per_node: int | None = None   # None: a task takes a lane's CPUs (real) or one CPU (virtual)
+    batch: int = DEFAULT_BATCH
+    extra: tuple[str, ...] = ()         # --slurm-args, passed to sbatch as they are
+
+
+def cpus_per_task(sub: Submission, client: slurm.Client) -> int:
+    """A task's CPUs: a lane's on the real clock, QEMU's one thread on the virtual clock, or
+    the partition's smallest node divided by --lanes-per-node."""
+    if sub.lanes_per_node is None:
+        return CPUS_PER_LANE if sub.clock == "real" else 1
+    argv = ["sinfo", "-h", "-o", "%c"] + (["-p", sub.partition] if sub.partition else [])
+    counts = [int(c.rstrip("+")) for c in client.run(*argv).split() if c.rstrip("+").isdigit()]
+    if not counts:
+        raise UserError("--lanes-per-node: sinfo lists no node CPUs for this partition")
+    return max(1, min(counts) // sub.lanes_per_node)
+
+
+def _script(campaign: Campaign, sub: Submission) -> Path:
+    """The array's job script: every task runs its own batch into the campaign."""
+    d = campaign.path / SLURM_DIR
+    argv = " ".join(shlex.quote(a) for a in [sys.executable, str(RUN_PY), "run", *sub.worker_args,
+                                             "--out", str(campaign.path), "--clock", sub.clock])
+    script = d / "task.sh"
+    script.write_text("#!/bin/sh\n# One task of startlab's array: its batch of runs (task-K.runs).\n"
+                      f"exec {argv} --task \"$SLURM_ARRAY_TASK_ID\" "
+                      f"--only {shlex.quote(str(d))}/task-\"$SLURM_ARRAY_TASK_ID\".runs\n")
+    script.chmod(0o755)
+    return script
+
+
+def submit(campaign: Campaign, todo: list[Run], sub: Submission, client: slurm.Client) -> tuple[str, int]:
+    """Deal `todo` into batches and submit them as one array; returns (job id, tasks)."""
+    shares = [s for s in deal_runs(todo, math.ceil(len(todo) / sub.batch)) if s]
+    d = campaign.path / SLURM_DIR
+    d.mkdir(exist_ok=True)
+    for old in [*d.glob("task-*.runs"), *d.glob("task-*.stats.json")]:
+        old.unlink()
+    for k, share in enumerate(shares):
+        (d / f"task-{k}.runs").write_text("".join(f"{r.run_id}\n" for r in share))
+    options = [f"--job-name=startlab-{campaign.record.get('scenario', 'campaign')}",
+               f"--output={d}/task-%a.log", "--open-mode=append", "--requeue",
+               f"--cpus-per-task={cpus_per_task(sub, client)}", f"--chdir={RUN_PY.parent}",
+               *([f"--partition={sub.partition}"] if sub.partition else []), *sub.extra]
+    job = client.submit(_script(campaign, sub), f"0-{len(shares) - 1}", options)
+    write_json(d / "job.json", {"job": job, "tasks": len(shares), "clock": sub.clock,
+                                "submitted": time.time(), "sbatch": options})
+    return job, len(shares)
+
+
+def watch(campaign: Campaign, job: str, ids: list[str], progress: Progress, client: slurm.Client) -> list[slurm.Task]:
+    """Progress until no task of `job` is pending, running or completing; the tasks' last states
+    (none if the controller has already forgotten the job: MinJobAge)."""
+    seen: list[slurm.Task] = []
+    while True:
+        tasks = client.tasks(job)
+        if not tasks and seen:
+            return seen
+        seen = tasks or seen
+        progress.set_done(sum(campaign.is_done(i) for i in ids))
+        states = {}
+        for t in tasks:
+            states[t.state.lower()] = states.get(t.state.lower(), 0) + 1
+        progress.show(f"job {job}: " + (", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "submitted"))
+        if tasks and not any(t.active for t in tasks):
+            return tasks
+        time.sleep(POLL_S)
+
+
+def run_campaign_on_slurm(campaign: Campaign, runs: list[Run], sub: Submission,
+                          client: slurm.Client | None = None) -> dict:
+    """Submit the unfinished runs of `runs` (failed ones included), watch the array, and
+    return the campaign's stats. Ctrl-C (or any error here) cancels the array and waits until
+    Slurm has ended its tasks."""
+    client = client or slurm.Client()
+    why = client.unreachable()
+    if why:
+        raise UserError(f"--slurm: {why}")
+    campaign.clear_partials()
+    todo = [r for r in runs if not campaign.is_done(r.run_id)]
+    stats = {"runs": len(runs), "skipped": len(runs) - len(todo), "failed": [], "overhead_s": 0.0,
+             "traffic_s": 0.0, "network_setup_s": 0.0, "network_teardown_s": 0.0, "wall_s": 0.0}
+    if not todo:
+        return stats
+    t0 = time.monotonic()
+    progress = Progress(len(runs), len(runs) - len(todo))
+    job, tasks = submit(campaign, todo, sub, client)
+    print(f"startlab: submitted job {job}: {len(todo)} runs in {tasks} tasks ({sub.clock} clock)", file=sys.stderr)
+    try:
+        final = watch(campaign, job, [r.run_id for r in todo], progress, client)
+    except BaseException:
+        progress.close()
+        print(f"\nstartlab: cancelling job {job} …", file=sys.stderr)
+        client.cancel(job)
+        if not client.wait_gone(job, slurm.KILL_WAIT_S + 30):
+            print(f"startlab: job {job} still has tasks after {slurm.KILL_WAIT_S + 30} s (squeue -j {job})",
+                  file=sys.stderr)
+        raise
+    progress.close()
+    stats["wall_s"] = time.monotonic() - t0
+    stats["slurm"] = {"job": job, "tasks": {t.index: {"state": t.state, "node": t.node} for t in final}}
+    d = campaign.path / SLURM_DIR
+    for t in final:
+        task = read_json_or_none(d / f"task-{t.index}.stats.json") or {}
+        for key in ("overhead_s", "traffic_s", "network_setup_s", "network_teardown_s"):
+            stats[key] += task.get(key, 0.0)
+        stats["failed"] += task.get("failed", [])
+    missing = [r.run_id for r in todo if not campaign.is_done(r.run_id)
+               and r.run_id not in {f["run"] for f in stats["failed"]}]
+    if missing:
+        ended = ", ".join(f"task {t.index} {t.state.lower()}" for t in final if t.state != "COMPLETED")
+        stats["unfinished"] = missing
+        print(f"startlab: {len(missing)} runs not finished ({ended or 'no task failed'}; their logs: "
+              f"{d}/task-K.log); the same command submits them again", file=sys.stderr)
+    return stats
+

@@ -1,0 +1,176 @@
+"""Root integration: `run --slurm` on a real one-node Slurm cluster that the test starts
+(Debian's munged, slurmctld and slurmd, machine/slurm.LocalCluster) and removes.
+
+The runs are on the real clock here (the cluster lets root submit), because what is tested is
+the plumbing: the array, every run merged exactly once, requeue after a node failure, a
+killed task resubmitted by the same command, Ctrl-C. Their timing is not asserted.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, assert_nothing_left, our_processes
+from machine.slurm import LocalCluster, cluster_processes
+
+pytestmark = [pytest.mark.root]
+SMOKE = (ROOT / "scenarios" / "smoke.yaml").read_text()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (run the suite with sudo)")
+    assert_nothing_left()
+    with LocalCluster() as c:
+        yield c
+    assert_nothing_left()
+
+
+def scenario(tmp_path: Path, reps: int) -> Path:
+    """smoke.yaml's two variants on dsl-fast, 100 KB, `reps` repetitions: short runs."""
+    path = tmp_path / "slurm-smoke.yaml"
+    path.write_text(SMOKE.replace("sizes: [200KB]", "sizes: [100KB]")
+                    .replace("repetitions: 2", f"repetitions: {reps}").replace("name: smoke", "name: slurm-smoke"))
+    return path
+
+
+def command(cluster, scen: Path, out: Path, batch: int) -> list[str]:
+    # --unfit-host: the plumbing is tested, not the timing; a noisy host must not refuse it.
+    return [sys.executable, str(ROOT / "run.py"), "run", str(scen), "--slurm", "--clock", "real",
+            "--batch", str(batch), "--out", str(out), "--unfit-host", "--json"]
+
+
+def env(cluster) -> dict:
+    return {**os.environ, "STARTLAB_NO_REEXEC": "1", "SLURM_CONF": str(cluster.conf)}
+
+
+def metas(out: Path) -> dict[str, dict]:
+    return {p.name: json.loads((p / "meta.json").read_text()) for p in out.iterdir()
+            if p.is_dir() and (p / "meta.json").is_file() and not p.name.endswith((".partial", ".failed"))}
+
+
+def job_of(out: Path, timeout_s: float = 60) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        path = out / "slurm" / "job.json"
+        if path.is_file():
+            return json.loads(path.read_text())["job"]
+        time.sleep(0.2)
+    raise AssertionError("no job submitted")
+
+
+def wait_for(what, timeout_s: float, why: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out: {why}")
+
+
+def test_an_array_of_batches_runs_every_run_once_into_one_campaign(cluster, tmp_path):
+    out = tmp_path / "c"
+    res = subprocess.run(command(cluster, scenario(tmp_path, 2), out, batch=2), capture_output=True, text=True,
+                         env=env(cluster), timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    job = json.loads((out / "slurm" / "job.json").read_text())
+    assert job["tasks"] == 2 and job["clock"] == "real"
+    runs = metas(out)
+    assert sorted(runs) == sorted(f"dsl-fast_100KB_{v}_r{r:02d}" for v in ("cubic-iw10", "reno-iw3") for r in (1, 2))
+    assert all(m["status"] == "done" for m in runs.values())
+    # Each run says which job, task and node ran it: both tasks, the cluster's node.
+    assert {m["slurm"]["job"] for m in runs.values()} == {job["job"]}
+    assert sorted(m["slurm"]["task"] for m in runs.values()) == ["0", "0", "1", "1"]
+    assert {m["slurm"]["node"] for m in runs.values()} == {cluster.node}
+    stats = json.loads(res.stdout)["run_stats"]
+    assert {t["state"] for t in stats["slurm"]["tasks"].values()} == {"COMPLETED"}
+    assert not list(out.glob("*.partial")) and not list(out.glob("*.failed"))
+    # The same command again has nothing to submit.
+    again = subprocess.run(command(cluster, scenario(tmp_path, 2), out, batch=2), capture_output=True, text=True,
+                           env=env(cluster), timeout=120, cwd=ROOT)
+    assert again.returncode == 0 and json.loads(again.stdout)["run_stats"]["skipped"] == 4, again.stderr[-2000:]
+
+
+def test_a_node_failure_requeues_the_task_which_runs_only_what_it_had_not_finished(cluster, tmp_path):
+    out = tmp_path / "c"
+    proc = subprocess.Popen(command(cluster, scenario(tmp_path, 3), out, batch=3), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env(cluster), cwd=ROOT)
+    try:
+        job = job_of(out)
+        first = (out / "slurm" / "task-0.runs").read_text().split()
+        wait_for(lambda: any(r in metas(out) for r in first), 120, "task 0 finished a run")
+        before = {r: m["finished"] for r, m in metas(out).items()}
+        cluster.set_node("down", "test-node-failure")
+        tasks = wait_for(lambda: [t for t in cluster.client.tasks(job) if t.index == 0 and t.state == "PENDING"],
+                         60, "task 0 requeued")
+        assert tasks
+        # Slurm holds a requeued batch task about two minutes (its BeginTime); an operator
+        # may start it at once, as here.
+        cluster.client.run("scontrol", "update", f"jobid={job}_0", "starttime=now")
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=200)
+    assert proc.returncode == 0, stderr[-3000:]
+    runs = metas(out)
+    assert len(runs) == 6 and all(m["status"] == "done" for m in runs.values())
+    # What had finished before the failure was not run again; the rest ran in the restart.
+    assert all(runs[r]["finished"] == t for r, t in before.items())
+    rerun = [r for r in first if r not in before]
+    assert rerun and all(runs[r]["slurm"]["task"] == "0" and runs[r]["slurm"]["restarts"] == "1" for r in rerun)
+    assert not list(out.glob("*.partial"))
+
+
+def test_a_cancelled_task_is_submitted_again_by_the_same_command(cluster, tmp_path):
+    out = tmp_path / "c"
+    argv = command(cluster, scenario(tmp_path, 3), out, batch=3)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(cluster),
+                            cwd=ROOT)
+    try:
+        job = job_of(out)
+        first = (out / "slurm" / "task-0.runs").read_text().split()
+        wait_for(lambda: any(r in metas(out) for r in first), 120, "task 0 finished a run")
+        cluster.client.run("scancel", f"{job}_0")
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=200)
+    assert proc.returncode == 1 and "the same command submits them again" in stderr, stderr[-3000:]
+    unfinished = json.loads(stdout)["run_stats"]["unfinished"]
+    assert unfinished and set(unfinished) <= set(first)
+    before = {r: m["finished"] for r, m in metas(out).items()}
+    assert len(before) == 6 - len(unfinished)
+    again = subprocess.run(argv, capture_output=True, text=True, env=env(cluster), timeout=300, cwd=ROOT)
+    assert again.returncode == 0, again.stderr[-3000:]
+    runs = metas(out)
+    assert len(runs) == 6 and all(runs[r]["finished"] == t for r, t in before.items())
+    assert json.loads(again.stdout)["run_stats"]["skipped"] == len(before)
+
+
+def test_ctrl_c_cancels_the_array_and_leaves_nothing_running(cluster, tmp_path):
+    out = tmp_path / "c"
+    proc = subprocess.Popen(command(cluster, scenario(tmp_path, 3), out, batch=3), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env(cluster), cwd=ROOT)
+    job = job_of(out)
+    wait_for(lambda: any(t.state == "RUNNING" for t in cluster.client.tasks(job)), 60, "a task running")
+    time.sleep(3)                          # inside its run: host check, network, traffic
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert not [t for t in cluster.client.tasks(job) if t.active]
+    assert cluster.client.run("squeue", "-h", "-o", "%i").strip() == ""
+    # No task process is left on the node: only the cluster's daemons carry its SLURM_CONF
+    # (slurmctld's helper slurmscriptd among them).
+    assert sorted(comm for _, comm, _ in cluster_processes()) == ["munged", "slurmctld", "slurmd", "slurmscriptd"]
+    assert our_processes() == []
