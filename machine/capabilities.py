@@ -24,6 +24,9 @@ QDISC_PROBES = {
     "htb": "htb default 1",
     "fq": "fq",
     "fq_codel": "fq_codel",
+    "codel": "codel",
+    "pie": "pie",
+    "cake": "cake",
     "prio": "prio",
     "clsact": None,            # clsact is added with its own syntax below
 }
