@@ -211,7 +211,8 @@ def test_shapers_are_declared_by_their_own_classes(tmp_path):
     """A scenario's `shaper:` section and `fidelity --shaper` both read the shaper kinds'
     own declarations (links/shapers/, one module per kind): a bad policy names its choices."""
     from links import shapers
-    assert shapers.cli_choices() == ["delayline", "delayline:droptail", "delayline:pushout", "delayline:red", "htb", "tbf"]
+    assert shapers.cli_choices() == ["cake", "codel", "delayline", "delayline:droptail", "delayline:pushout",
+                                     "delayline:red", "fq_codel", "htb", "pie", "tbf"]
     assert shapers.from_cli("delayline:red").describe() == {"kind": "delayline", "policy": "red", "low_dscp": [14]}
     assert shapers.from_cli("tbf").describe() == {"kind": "tbf"}
     base = (Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml").read_text()

@@ -52,6 +52,14 @@ def env(cluster) -> dict:
     return {**os.environ, "STARTLAB_NO_REEXEC": "1", "SLURM_CONF": str(cluster.conf)}
 
 
+def submitter(cluster, argv: list[str]) -> subprocess.Popen:
+    """The submitting command as a terminal's foreground process: with SIGINT at its default,
+    whatever this test inherited (a shell's background job ignores SIGINT, and so would the
+    command, which is how Ctrl-C should not reach it there)."""
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(cluster),
+                            cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 def metas(out: Path) -> dict[str, dict]:
     return {p.name: json.loads((p / "meta.json").read_text()) for p in out.iterdir()
             if p.is_dir() and (p / "meta.json").is_file() and not p.name.endswith((".partial", ".failed"))}
@@ -102,8 +110,7 @@ def test_an_array_of_batches_runs_every_run_once_into_one_campaign(cluster, tmp_
 
 def test_a_node_failure_requeues_the_task_which_runs_only_what_it_had_not_finished(cluster, tmp_path):
     out = tmp_path / "c"
-    proc = subprocess.Popen(command(cluster, scenario(tmp_path, 3), out, batch=3), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env(cluster), cwd=ROOT)
+    proc = submitter(cluster, command(cluster, scenario(tmp_path, 3), out, batch=3))
     try:
         job = job_of(out)
         first = (out / "slurm" / "task-0.runs").read_text().split()
@@ -134,8 +141,7 @@ def test_a_node_failure_requeues_the_task_which_runs_only_what_it_had_not_finish
 def test_a_cancelled_task_is_submitted_again_by_the_same_command(cluster, tmp_path):
     out = tmp_path / "c"
     argv = command(cluster, scenario(tmp_path, 3), out, batch=3)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(cluster),
-                            cwd=ROOT)
+    proc = submitter(cluster, argv)
     try:
         job = job_of(out)
         first = (out / "slurm" / "task-0.runs").read_text().split()
@@ -160,8 +166,7 @@ def test_a_cancelled_task_is_submitted_again_by_the_same_command(cluster, tmp_pa
 
 def test_ctrl_c_cancels_the_array_and_leaves_nothing_running(cluster, tmp_path):
     out = tmp_path / "c"
-    proc = subprocess.Popen(command(cluster, scenario(tmp_path, 3), out, batch=3), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env(cluster), cwd=ROOT)
+    proc = submitter(cluster, command(cluster, scenario(tmp_path, 3), out, batch=3))
     job = job_of(out)
     wait_for(lambda: any(t.state == "RUNNING" for t in cluster.client.tasks(job)), 60, "a task running")
     time.sleep(3)                          # inside its run: host check, network, traffic
