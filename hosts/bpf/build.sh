@@ -3,7 +3,8 @@
 # *.bpf.c here (the shared programs) and in hosts/implementations/ (a scheme's congestion
 # controls, beside its Python module), each into <name>.bpf.o, so a name must be unique.
 # Idempotent and quick: vmlinux.h is regenerated only when the kernel changed, an object
-# only when its source, a header in either place or vmlinux.h is newer than it.
+# only when its source, a source it includes (a variant built from another's source), a
+# header in either place or vmlinux.h is newer than it.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 SCHEMES=$(cd "$HERE/../implementations" && pwd)
@@ -35,8 +36,13 @@ fi
 arch=$(uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 for src in "$HERE"/*.bpf.c "$SCHEMES"/*.bpf.c; do
     obj="$OUT/$(basename "$src" .bpf.c).bpf.o"
-    if [ -f "$obj" ] && [ "$obj" -nt "$src" ] && [ -z "$(find "$HERE" "$SCHEMES" -name "*.h" -newer "$obj")" ] \
-        && [ "$obj" -nt "$OUT/vmlinux.h" ]; then
+    included=$(sed -n 's/^#include "\([^"]*\.bpf\.c\)"/\1/p' "$src")
+    stale=""
+    for inc in $included; do
+        [ "$(dirname "$src")/$inc" -nt "$obj" ] && stale=yes
+    done
+    if [ -f "$obj" ] && [ -z "$stale" ] && [ "$obj" -nt "$src" ] \
+        && [ -z "$(find "$HERE" "$SCHEMES" -name "*.h" -newer "$obj")" ] && [ "$obj" -nt "$OUT/vmlinux.h" ]; then
         continue
     fi
     "$CLANG" -O2 -g -target bpf -D__TARGET_ARCH_"$arch" -Wall -Werror \

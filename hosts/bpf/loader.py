@@ -43,7 +43,8 @@ QS_HOST_OBJECT = OBJ_DIR / "stl_qs_host.bpf.o"
 QS_ROUTER_OBJECT = OBJ_DIR / "stl_qs_router.bpf.o"
 QS_SHARED_MAPS = ("stl_qs_hosts", "stl_qs_sent", "stl_qs_recv", "stl_qs_reports")
 FAULT_OBJECT = OBJ_DIR / "stl_fault.bpf.o"
-FAULT_FORMAT = "<IIQQ"                          # struct stl_fault (stl_fault.bpf.c)
+FAULT_SEGMENTS = 8
+FAULT_FORMAT = f"<IIQQII{FAULT_SEGMENTS}I"      # struct stl_fault (stl_fault.bpf.c)
 
 # struct stl_node_cfg (hosts/bpf/stl_common.h): flags, hint_kbps, tech, cwnd_clamp, cc[16],
 # n_accept_opts and accept_opts[ACCEPT_OPTS] (level, optname, value), then the counters
@@ -496,18 +497,43 @@ def _fault_dir(instance: registry.Instance, intf: str) -> Path:
     return pin_dir(instance) / f"fault_{intf}"
 
 
+def _fault(instance: registry.Instance, node, intf: str, dscp: int | None, offsets: list[int]) -> None:
+    where = _fault_dir(instance, intf)
+    ensure_loaded(instance)
+    if len(offsets) > FAULT_SEGMENTS:
+        raise BpfError(f"at most {FAULT_SEGMENTS} segments can be dropped, not {len(offsets)}")
+    fresh = not where.exists()
+    if fresh:
+        where.mkdir()
+        bpftool("prog", "loadall", str(FAULT_OBJECT), str(where), "type", "classifier", "pinmaps", str(where))
+    padded = list(offsets) + [0] * (FAULT_SEGMENTS - len(offsets))
+    bpftool("map", "update", "pinned", str(where / "stl_fault_cfg"), "key", *_hex(bytes(4)),
+            "value", *_hex(struct.pack(FAULT_FORMAT, 0 if dscp is None else dscp + 1, len(offsets), 0, 0, 0, 0,
+                                       *padded)))
+    if fresh:
+        tc_attach(node, intf, "egress", where / "stl_fault_drop")
+
+
 def fault_drop_dscp(instance: registry.Instance, node, intf: str, dscp: int) -> None:
     """From now on drop every IPv4 packet with DSCP `dscp` leaving `intf` (stl_fault.bpf.c).
 
     The worst case of a drop-priority router, for forcing a fallback deterministically."""
-    where = _fault_dir(instance, intf)
-    ensure_loaded(instance)
-    if not where.exists():
-        where.mkdir()
-        bpftool("prog", "loadall", str(FAULT_OBJECT), str(where), "type", "classifier", "pinmaps", str(where))
-    bpftool("map", "update", "pinned", str(where / "stl_fault_cfg"), "key", *_hex(bytes(4)),
-            "value", *_hex(struct.pack(FAULT_FORMAT, dscp + 1, 0, 0, 0)))
-    tc_attach(node, intf, "egress", where / "stl_fault_drop")
+    _fault(instance, node, intf, dscp, [])
+
+
+def fault_drop_segments(instance: registry.Instance, node, intf: str, offsets: list[int]) -> None:
+    """Drop the first transmission of the TCP data segments that start at these byte
+    offsets of a connection's data (after the latest SYN leaving `intf`); their
+    retransmissions pass. For the loss pattern a loss recovery is tested on."""
+    _fault(instance, node, intf, None, offsets)
+
+
+def fault_counts(instance: registry.Instance, intf: str) -> dict[str, int]:
+    """What the fault program on `intf` dropped and passed so far."""
+    entry = bpftool("map", "lookup", "pinned", str(_fault_dir(instance, intf) / "stl_fault_cfg"),
+                    "key", *_hex(bytes(4)), as_json=True)
+    fields = struct.unpack(FAULT_FORMAT, bytes(int(b, 16) for b in entry["value"]))
+    return {"dropped": fields[2], "passed": fields[3]}
 
 
 # -- can this kernel load them? ------------------------------------------------------------

@@ -19,7 +19,11 @@
  *   - quick recovery (§3.3.4, with STL_FS_FLR): the sock_ops program gives the socket a
  *     fine-grained RTO floor, so its timeout is srtt + 4·rttvar; when a fast start packet
  *     other than the first is the earliest one lost, ssthresh is kept (no penalty) and
- *     the kernel's loss recovery (cwnd 1 and slow start after a timeout) goes on from it.
+ *     the kernel's loss recovery (cwnd 1 and slow start after a timeout) goes on from it;
+ *   - recovery from multiple losses (§3.3.4, built with STL_FS_GBN, faststart_gbn.bpf.c):
+ *     without SACK, a partial ACK during fast recovery cuts cwnd to 1 and slow-starts at
+ *     once, go-back-N from that ACK, through the kfunc of the kernel module
+ *     hosts/kmod/stl_fs_gbn.c (the kernel's own loss entry; BPF has no way into it).
  *
  * The settings arrive in the socket's mark, set by the sock_ops program just before
  * TCP_CONGESTION, so init reads it (packed by hosts/implementations/faststart.py):
@@ -72,7 +76,7 @@ struct fs_priv {
 	u8 marking;       /* IP_TOS is set to the low-priority DSCP */
 	u8 failed;        /* a fast start packet was lost */
 	u8 starts;        /* fast starts on this connection */
-	u8 pad;
+	u8 gbn_entered;   /* this ACK entered go-back-N: cwnd stays 1 until the next one */
 };
 STL_CA_PRIV_FITS(struct fs_priv);
 
@@ -192,11 +196,26 @@ static __always_inline u32 fs_min_tso_segs(struct sock *sk, int base)
 	return 2;
 }
 
+#ifdef STL_FS_GBN
+extern int stl_fs_gbn_enter_loss(struct sock *sk) __ksym;
+#endif
+
 static __always_inline void fs_pkts_acked(struct sock *sk, const struct ack_sample *sample, int base)
 {
 	/* The first ACK of new data: ACK clocking has set in, the fast start phase is over. */
 	if (fs(sk)->phase == FS_ACTIVE && sample->pkts_acked > 0)
 		fs_stop(sk);
+#ifdef STL_FS_GBN
+	/* Recovery from multiple losses: an ACK of new data in fast recovery that leaves
+	 * snd_una short of the recovery point is a partial ACK. pkts_acked comes last in the
+	 * ACK's bookkeeping, so the loss entry sees it complete; the module checks the
+	 * state again (and that SACK is off) and changes nothing where the rule does not
+	 * apply. */
+	if (sample->pkts_acked > 0 &&
+	    ((struct inet_connection_sock *)sk)->icsk_ca_state == TCP_CA_Recovery &&
+	    stl_fs_gbn_enter_loss(sk) == 0)
+		fs(sk)->gbn_entered = 1;
+#endif
 }
 
 static __always_inline void fs_cong_avoid(struct sock *sk, u32 ack, u32 acked, int base)
@@ -206,6 +225,11 @@ static __always_inline void fs_cong_avoid(struct sock *sk, u32 ack, u32 acked, i
 	struct fs_key key = fs_key_of(sk);
 	struct fs_cached c = {};
 
+	/* The ACK that entered go-back-N is not one slow start counts: cwnd is 1 from it. */
+	if (p->gbn_entered) {
+		p->gbn_entered = 0;
+		return;
+	}
 	base_cong_avoid(sk, ack, acked, base);
 	/* Only called while the window may open: no loss outstanding, so the window that
 	 * was just delivered is a good one. */
@@ -245,6 +269,11 @@ static __always_inline u32 fs_ssthresh(struct sock *sk, int base)
 	return base_ssthresh(sk, base);
 }
 
-STL_CC(fs, STL_RENO,
+#ifdef STL_FS_GBN
+#define FS_CC(...) STL_CC(fsgbn, __VA_ARGS__)
+#else
+#define FS_CC(...) STL_CC(fs, __VA_ARGS__)
+#endif
+FS_CC(STL_RENO,
        init, fs_init, ssthresh, fs_ssthresh, cong_avoid, fs_cong_avoid, cwnd_event, fs_cwnd_event,
        pkts_acked, fs_pkts_acked, min_tso_segs, fs_min_tso_segs, undo_cwnd, base_undo_cwnd);

@@ -6,9 +6,13 @@ Server (the sender; the paper's scheme is sender-only): the kernel's NewReno (Re
 SACK, §4) from `iw`, with the Fast Start congestion control fs of faststart.bpf.c (beside
 this module): the per-connection and per-destination cache of cwnd and ssthresh, the restart
 window after idle (§3.3.2), its pacing over one srtt (§3.3.3), the low-priority marking of
-the fast start packets but the first (§3.3.1, `pdrop`) and the no-penalty fallback with a
-fine-grained reset timer (§3.3.4, `flr`). For new connections the kernel's per-destination
-metrics supply srtt and rttvar (tcp_no_metrics_save off on the server).
+the fast start packets but the first (§3.3.1, `pdrop`), the no-penalty fallback with a
+fine-grained reset timer (§3.3.4, `flr`) and, with `gbn`, the recovery from multiple losses
+(§3.3.4: without SACK, a partial ACK in fast recovery slow-starts from one segment at once,
+go-back-N), the congestion control fsgbn of faststart_gbn.bpf.c, which calls the kernel
+module hosts/kmod/stl_fs_gbn.c and so runs only where that module loads. For new
+connections the kernel's per-destination metrics supply srtt and rttvar
+(tcp_no_metrics_save off on the server).
 
 The router part of the paper (drop low priority first) is the bottleneck's queue: a
 scenario chooses the delay line's queue with the push-out policy (links/shapers/delayline.py);
@@ -19,13 +23,17 @@ from __future__ import annotations
 import itertools
 import socket
 
+from hosts import kmod
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from hosts.implementations.linux_tcp import LinuxTcp
+from machine import registry
 from machine.shell import check_cmd
 
 AF13 = 14                      # RFC 2597: class AF1, drop precedence 3 (high)
 CCS = loader.congestion_controls(__file__)
+GBN_CCS = loader.CongestionControls("faststart_gbn")
+GBN_MODULE = "stl_fs_gbn"
 # The settings travel to the congestion control in the socket's mark (faststart.bpf.c STL_FS_*).
 FS_MARK_TAG, FS_PDROP, FS_FLR = 0x46000000, 1 << 0, 1 << 1
 # Quick recovery's fine-grained reset timer: with this RTO floor the timeout is srtt + 4·rttvar
@@ -62,18 +70,37 @@ class FastStart(Implementation):
         "iw": Param(1, "initial window of a connection with nothing cached (the paper's slow start: 1)",
                     low=1, high=100, integer=True),
         "sack": Param(False, "negotiate SACK (the paper's NewReno has none)"),
+        "gbn": Param(False, "recovery from multiple losses (§3.3.4): a partial ACK in fast recovery "
+                            "slow-starts from one segment at once, go-back-N (kernel module stl_fs_gbn)"),
     }
 
     def kernel_objects(self, role: str, params: dict) -> list:
-        return [CCS.object, loader.SOCKOPS_OBJECT]
+        return [(GBN_CCS if params["gbn"] else CCS).object, loader.SOCKOPS_OBJECT]
+
+    def unavailable(self, role: str, params: dict) -> str | None:
+        if not params["gbn"]:
+            return super().unavailable(role, params)
+        # The congestion control's kfunc resolves only with the module loaded: probed so.
+        probe = registry.new_instance()
+        try:
+            load_module(probe)
+            return super().unavailable(role, params)
+        except kmod.KmodError as exc:
+            return f"the recovery from multiple losses needs the kernel module {GBN_MODULE}: {exc}"
+        finally:
+            probe.remove_all()
 
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "reno", "iw": params["iw"],
                                                            "sack": params["sack"]}), ctx)
         check_cmd(node, "sysctl -qw net.ipv4.tcp_no_metrics_save=0")
         mark = fs_mark(params["pdrop"], params["flr"], int(params["dscp"]), next(_generation) & 0xff)
-        config = loader.NodeConfig(flags=loader.SERVER_CC, cc=CCS.name(ctx.instance, "fs"),
-                                   accept_opts=accept_opts(mark))
+        if params["gbn"]:
+            load_module(ctx.instance)
+            cc = GBN_CCS.name(ctx.instance, "fsgbn")
+        else:
+            cc = CCS.name(ctx.instance, "fs")
+        config = loader.NodeConfig(flags=loader.SERVER_CC, cc=cc, accept_opts=accept_opts(mark))
         loader.set_node(ctx.instance, node, config)
 
     def remove(self, node, role: str, params: dict, ctx: InstallContext) -> None:
@@ -84,10 +111,19 @@ class FastStart(Implementation):
 
     def declares(self, role, params, defaults) -> Declared | None:
         # A connection's first flight is `iw`, a restart's the cached window: sized by the scheme.
-        return Declared(cc=("fs",), iw=None) if role == "server" else None
+        return Declared(cc=("fsgbn" if params["gbn"] else "fs",), iw=None) if role == "server" else None
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
-        return loader.node_counters(ctx.instance, node)
+        counters = loader.node_counters(ctx.instance, node)
+        if params["gbn"] and counters is not None:
+            # Machine-wide: every connection of this kernel that entered go-back-N so far.
+            counters = {**counters, "gbn_entered": int(kmod.parameter(GBN_MODULE, "entered") or 0)}
+        return counters
+
+
+def load_module(instance: registry.Instance) -> None:
+    """The kernel module whose kfunc fsgbn calls, given the address of the kernel's loss entry."""
+    kmod.load(instance, GBN_MODULE, {"enter_loss": hex(kmod.kallsyms("tcp_enter_loss"))})
 
 
 IMPLEMENTATION = FastStart()

@@ -268,4 +268,24 @@ def guest_bpf(image: Image, kernel: Kernel, checkout: Path, progress=print) -> P
     r = subprocess.run([str(checkout / "hosts" / "bpf" / "build.sh")], capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise UserError(f"building the BPF objects for kernel {release} failed: {r.stderr.strip()[-500:]}")
+    guest_kmods(image, kernel, btf, out, progress)
     return out
+
+
+def guest_kmods(image: Image, kernel: Kernel, btf: Path, out: Path, progress=print) -> None:
+    """startlab's kernel modules (hosts/kmod) built on the host against the guest kernel's
+    headers and BTF, into `out` beside its BPF objects. A failure costs only the schemes
+    that need a module: its reason goes with the objects, and the guest's doctor and runs
+    give it (hosts/kmod.ensure_built)."""
+    from hosts import kmod
+    from machine.vm.image import KERNELS, kernel_headers
+    try:
+        root, headers = kernel_headers(image, kernel, progress)
+        tool = headers / kmod.RESOLVE_BTFIDS
+        for other in (k for k in KERNELS.values() if k != kernel and not tool.exists()):
+            tool = kernel_headers(image, other, progress)[1] / kmod.RESOLVE_BTFIDS   # any kbuild's reads every kernel's objects
+        kmod.build(headers, btf, out, tool, root)
+        (out / kmod.BUILD_FAILED).unlink(missing_ok=True)
+    except (kmod.KmodError, UserError, OSError, subprocess.CalledProcessError) as exc:
+        (out / kmod.BUILD_FAILED).write_text(f"the host could not build startlab's kernel modules for "
+                                             f"{kernel.name}: {exc}\n")

@@ -132,19 +132,24 @@ def _run(argv: list[str], log: Path, **kw) -> None:
                         f"(log {log}):\n  " + "\n  ".join(tail))
 
 
-def _apt_versions(mirror: str, packages: list[tuple[str, str]], work: Path) -> dict[str, str]:
-    """Candidate versions of (package, suite) pairs on the mirror, with a private apt state
-    (the host's apt configuration and lists stay as they are)."""
+def _private_apt(mirror: str, suites: list[str], work: Path) -> list[str]:
+    """apt options for a private apt state in `work` reading `suites` of the mirror (the
+    host's apt configuration and lists stay as they are), its lists updated."""
     state = work / "apt"
     for d in ("lists/partial", "cache/archives/partial"):
         (state / d).mkdir(parents=True, exist_ok=True)
-    suites = sorted({s for _, s in packages})
-    (state / "sources.list").write_text("".join(f"deb {mirror} {s} main\n" for s in suites))
+    (state / "sources.list").write_text("".join(f"deb {mirror} {s} main\n" for s in sorted(set(suites))))
     opts = [f"-oDir::State={state}", f"-oDir::Cache={state / 'cache'}", f"-oDir::Etc::SourceList={state / 'sources.list'}",
             "-oDir::Etc::SourceParts=/nonexistent", "-oAPT::Architecture=amd64"]
     r = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True)
     if r.returncode != 0:
         raise UserError(f"apt-get update against {mirror} failed: {r.stderr.strip()[-400:]}")
+    return opts
+
+
+def _apt_versions(mirror: str, packages: list[tuple[str, str]], work: Path) -> dict[str, str]:
+    """Candidate versions of (package, suite) pairs on the mirror."""
+    opts = _private_apt(mirror, [s for _, s in packages], work)
     out = {}
     for pkg, suite in packages:
         r = subprocess.run(["apt-cache", *opts, "madison", pkg], capture_output=True, text=True)
@@ -261,3 +266,42 @@ def _build(work: Path, mirror: str, kernels: list[Kernel], versions: dict[str, s
     manifest["build_s"] = round(time.monotonic() - t0, 1)
     (work / "manifest.json").write_text(json.dumps(manifest, indent=1))
     progress(f"  built in {manifest['build_s']:.0f} s")
+
+
+def kernel_headers(image: Image, kernel: Kernel, progress=print) -> tuple[Path, Path]:
+    """(root, headers) of the kernel's build directory, Debian's linux-headers and
+    linux-kbuild packages of exactly the image's kernel unpacked under `root` beside the
+    image (once): what startlab's kernel modules are built against (hosts/kmod). Taken
+    from the mirror the image was built from, where the image's versions are current (an
+    image is keyed by them)."""
+    _, _, release = image.boot_files(kernel)
+    root = image.dir / f"kbuild-{release}"
+    headers = root / "usr" / "src" / f"linux-headers-{release}"
+    if (headers / "Makefile").is_file():
+        return root, headers
+    progress(f"fetching the headers of kernel {release} (once per image and kernel) …")
+    work = Path(tempfile.mkdtemp(prefix=".work-kbuild-", dir=image.dir))
+    try:
+        opts = _private_apt(image.manifest["mirror"], [kernel.suite], work)
+        debs = work / "debs"
+        debs.mkdir()
+        wanted, done = [f"linux-headers-{release}"], set()
+        while wanted:                           # the headers, their common part, the kbuild
+            pkg = wanted.pop()
+            r = subprocess.run(["apt-get", *opts, "download", pkg], cwd=debs, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise UserError(f"downloading {pkg} from {image.manifest['mirror']} failed: {r.stderr.strip()[-300:]}")
+            done.add(pkg)
+            deb = next(debs.glob(f"{pkg}_*.deb"))
+            depends = subprocess.run(["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True, text=True).stdout
+            for dep in (d.split()[0] for d in depends.replace("|", ",").split(",") if d.strip()):
+                if dep.startswith(("linux-headers-", "linux-kbuild-")) and dep not in done:
+                    wanted.append(dep)
+        unpacked = work / "root"
+        for deb in sorted(debs.glob("*.deb")):
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)           # an earlier, interrupted unpacking
+        os.rename(unpacked, root)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return root, headers
