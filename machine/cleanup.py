@@ -115,6 +115,11 @@ def clean(force: bool = False) -> list[str]:
     for pid, comm, owner in cluster_processes():     # a local Slurm cluster's, its owner gone
         if owner not in live_prefixes and registry.terminate(pid, registry.process_start_time(pid)):
             removed.append(f"process {comm} ({pid}) of Slurm cluster {owner}")
+    if not live_prefixes:                           # a module of ours no live instance uses
+        from machine import kmod
+        for name in kmod.ours_loaded():
+            if subprocess.run(["rmmod", name], capture_output=True).returncode == 0:
+                removed.append(f"kernel module {name}")
     removed += remove_dead_vm_scratch()
     return removed
 

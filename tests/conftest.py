@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from machine import kmod  # noqa: E402
 from machine import cpuset, registry  # noqa: E402
 from machine.cleanup import OUR_NAME, our_shells, processes_in_our_netns, root_links  # noqa: E402
 from machine.slurm import cluster_processes  # noqa: E402
@@ -71,6 +72,7 @@ def leftovers() -> dict[str, list[str]]:
         if registry.REGISTRY_DIR.is_dir() else [],
         "cpusets": [str(p) for p in cpuset.lane_cpusets()],
         "scratch": [str(p) for p in Path(tempfile.gettempdir()).glob("startlab-scratch-*")],
+        "kernel_modules": kmod.ours_loaded(),
         "slurm": [f"{comm} ({pid}) of cluster {owner}" for pid, comm, owner in cluster_processes()]
         + [str(p) for p in Path(tempfile.gettempdir()).glob(f"{registry.PREFIX}*-slurm-*")],
     }

@@ -17,10 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hosts import kmod
 from hosts.apps import HTTP_PORT, Lighttpd, make_object
 from hosts.bpf import loader
-from hosts.implementations.faststart import GBN_MODULE
 from hosts.process import NodeProcess
 from hosts.session import RunSession
 from hosts.variants import get_variant
@@ -49,7 +47,7 @@ class Download:
     acks: list                  # the client's ACKs toward the server
     isn: int
     sack: bool                  # SACK negotiated: the server's SYN-ACK permitted it, or an ACK carried blocks
-    entered: int                # partial ACKs that entered go-back-N (the module's counter)
+    entered: int                # partial ACKs that entered go-back-N (the server's counter)
     dropped: int                # what the fault program dropped
 
     def index(self, seq: int) -> int:
@@ -94,8 +92,8 @@ def download(tmp: Path, variant: str) -> Download:
             fetch = NodeProcess(cl, ["curl", "-sS", "-o", "/dev/null", f"http://{n.server_ip(1)}:{HTTP_PORT}{url}"],
                                 s.instance, "curl", log_path=work / "curl.log")
             assert fetch.wait(timeout=60) == 0, fetch.output()
-            entered = int(kmod.parameter(GBN_MODULE, "entered") or 0)
             dropped = loader.fault_counts(s.instance, queue.intf)["dropped"]
+        entered = s.record()["server_counters"].get(sv.name, {}).get("gbn_entered", 0)
         server_ip, client_ip = n.server_ip(1), n.client_ip(1)
         packets = read_pcap(work / "cap-bneck-in.pcap")
     syns = [p for p in packets if p.flags & SYN]

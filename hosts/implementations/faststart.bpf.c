@@ -198,6 +198,26 @@ static __always_inline u32 fs_min_tso_segs(struct sock *sk, int base)
 
 #ifdef STL_FS_GBN
 extern int stl_fs_gbn_enter_loss(struct sock *sk) __ksym;
+
+/* Partial ACKs that entered go-back-N, per node (its network namespace's cookie): what a
+ * run reads back (faststart.py counters), whoever else uses the module meanwhile. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u64);
+	__type(value, u64);
+} stl_fs_gbn_n SEC(".maps");          /* a map name holds 15 characters */
+
+static __always_inline void fs_gbn_count(struct sock *sk)
+{
+	u64 cookie = sk->__sk_common.skc_net.net->net_cookie, one = 1, *n;
+
+	n = bpf_map_lookup_elem(&stl_fs_gbn_n, &cookie);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&stl_fs_gbn_n, &cookie, &one, BPF_NOEXIST);
+}
 #endif
 
 static __always_inline void fs_pkts_acked(struct sock *sk, const struct ack_sample *sample, int base)
@@ -213,8 +233,10 @@ static __always_inline void fs_pkts_acked(struct sock *sk, const struct ack_samp
 	 * apply. */
 	if (sample->pkts_acked > 0 &&
 	    ((struct inet_connection_sock *)sk)->icsk_ca_state == TCP_CA_Recovery &&
-	    stl_fs_gbn_enter_loss(sk) == 0)
+	    stl_fs_gbn_enter_loss(sk) == 0) {
 		fs(sk)->gbn_entered = 1;
+		fs_gbn_count(sk);
+	}
 #endif
 }
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import socket
 
-from hosts import kmod
+from machine import kmod
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from hosts.implementations.linux_tcp import LinuxTcp
@@ -116,8 +116,9 @@ class FastStart(Implementation):
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         counters = loader.node_counters(ctx.instance, node)
         if params["gbn"] and counters is not None:
-            # Machine-wide: every connection of this kernel that entered go-back-N so far.
-            counters = {**counters, "gbn_entered": int(kmod.parameter(GBN_MODULE, "entered") or 0)}
+            cookie = loader.netns_cookie(node).to_bytes(8, "little")
+            entered = [v for k, v in GBN_CCS.dump_map(ctx.instance, "stl_fs_gbn_n") if k == cookie]
+            counters = {**counters, "gbn_entered": int.from_bytes(entered[0], "little") if entered else 0}
         return counters
 
 

@@ -67,6 +67,10 @@ class KernelAqm(Tbf):
             args.append("ecn" if self.ecn else "noecn")
         return tuple(args)
 
+    def child_for(self, profile, direction: str) -> tuple[str, ...]:
+        """The AQM with the queue's buffer as its limit."""
+        return self.child_args((profile.buffer_packets(direction), profile.buffer_bytes(direction)))
+
     def describe(self) -> dict:
         return {"kind": self.name, **self.params, "ecn": self.ecn}
 
@@ -84,7 +88,6 @@ class KernelAqm(Tbf):
             raise UserError(f"the {self.name} shaper needs the kernel's sch_{self.qdisc}, which this kernel "
                             f"({os.uname().release}) does not have; Debian's stock kernels do: run it on the "
                             "virtual clock (--clock virtual), whose guest runs one")
-        self.child = self.child_args((profile.buffer_packets(direction), profile.buffer_bytes(direction)))
         queue = super().install(net, names, profile, hop, direction)
         shown = json.loads(net.host(queue.node).cmd(f"tc -j qdisc show dev {queue.intf}") or "[]")
         read_back = next((q.get("options", {}) for q in shown if q.get("kind") == self.qdisc), None)

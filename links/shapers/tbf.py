@@ -67,12 +67,18 @@ class Tbf(Shaper):
         s = self.settings(profile, router, intf, direction, getattr(net, "tuning", None))
         node = net.host(router)
         net.check(node, " ".join(s.command()))
-        if self.child:
+        child = self.child_for(profile, direction)
+        if child:
             net.check(node, " ".join(["tc", "qdisc", "add", "dev", intf, "parent", "1:1", "handle", "10:",
-                                      *self.child]))
+                                      *child]))
         return Queue(node=router, intf=intf, direction=direction, hop=hop,
-                     settings={"shaper": self.name, **s.as_dict(), "child": list(self.child)},
+                     settings={"shaper": self.name, **s.as_dict(), "child": list(child)},
                      before=(router, arriving), after=(router, intf))
+
+    def child_for(self, profile: LinkProfile, direction: str) -> tuple[str, ...]:
+        """The child qdisc's tc arguments for one queue (a child sized by the queue's
+        buffer overrides this)."""
+        return self.child
 
     def counters(self, net, queue: Queue) -> dict[str, int]:
         return tbf_counters(net.host(queue.node).cmd(f"tc -s qdisc show dev {queue.intf}"))

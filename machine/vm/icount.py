@@ -276,8 +276,8 @@ def guest_kmods(image: Image, kernel: Kernel, btf: Path, out: Path, progress=pri
     """startlab's kernel modules (hosts/kmod) built on the host against the guest kernel's
     headers and BTF, into `out` beside its BPF objects. A failure costs only the schemes
     that need a module: its reason goes with the objects, and the guest's doctor and runs
-    give it (hosts/kmod.ensure_built)."""
-    from hosts import kmod
+    give it (machine/kmod.ensure_built)."""
+    from machine import kmod
     from machine.vm.image import KERNELS, kernel_headers
     try:
         root, headers = kernel_headers(image, kernel, progress)

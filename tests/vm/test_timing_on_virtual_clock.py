@@ -37,14 +37,12 @@ def virtual_clock_modules() -> list[str]:
                   if "pytest.mark.virtual_clock" in p.read_text())
 
 
-def test_the_timing_tests_pass_on_the_virtual_clock(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (run the suite with sudo)")
+def guest_outcomes(modules: list[str], tmp_path: Path, kernel: str) -> tuple[dict[str, str], str, object]:
+    """Each test's outcome in a guest of `kernel` ("passed", or what went wrong), the
+    guest's pytest output and the boot."""
     from cli.virtual import pytest_in_guest
-    modules = virtual_clock_modules()
-    assert modules, "no test module is marked virtual_clock"
     assert_nothing_left()
-    boot, out = pytest_in_guest(modules, tmp_path, kernel=KERNEL, progress=lambda m: sys.stderr.write(m + "\n"))
+    boot, out = pytest_in_guest(modules, tmp_path, kernel=kernel, progress=lambda m: sys.stderr.write(m + "\n"))
     output = (out / "output.txt").read_text(errors="replace") if (out / "output.txt").is_file() else ""
     sys.stderr.write(output[-4000:])
     assert (out / "junit.xml").is_file(), f"the guest's pytest wrote no JUnit XML (exit {boot.rc}): {output[-2000:]}"
@@ -56,11 +54,32 @@ def test_the_timing_tests_pass_on_the_virtual_clock(tmp_path: Path) -> None:
             "passed" if bad is None else f"{bad.tag}: {(bad.get('message') or '')[:400]}")
     assert outcome, f"the guest ran no test: {output[-2000:]}"
     wrong = {k: v for k, v in outcome.items() if v != "passed"}
-    assert not wrong, "on the virtual clock:\n" + "\n".join(f"{k}: {v}" for k, v in wrong.items())
+    assert not wrong, f"on the virtual clock ({kernel}):\n" + "\n".join(f"{k}: {v}" for k, v in wrong.items())
     assert (out / "rc").read_text().strip() == "0", output[-2000:]
+    return outcome, output, boot
+
+
+def test_the_timing_tests_pass_on_the_virtual_clock(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (run the suite with sudo)")
+    modules = virtual_clock_modules()
+    assert modules, "no test module is marked virtual_clock"
+    outcome, output, boot = guest_outcomes(modules, tmp_path, KERNEL)
     counted = re.search(r"timing assertions: (\d+) on the virtual clock", output)
     print(f"{len(outcome)} tests passed in the guest, {counted.group(1) if counted else 0} timing "
           f"assertions on the virtual clock; {boot.guest_s} guest s in {boot.wall_s:.0f} s wall")
     assert counted and int(counted.group(1)) > 0, "no timing assertion ran on the virtual clock"
+    assert vm_leftovers() == []
+    assert_nothing_left()
+
+
+def test_fast_starts_recovery_from_multiple_losses_on_debian_12s_kernel(tmp_path: Path) -> None:
+    """The kernel module of fs-gbn (hosts/kmod) is built for each kernel it runs on: its
+    wire test runs on 6.1 as well (6.12 runs it with the group above)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (run the suite with sudo)")
+    outcome, _, boot = guest_outcomes(["tests/test_faststart_gbn.py"], tmp_path, "6.1")
+    assert len(outcome) == 2, outcome
+    print(f"fs-gbn's wire tests on 6.1: {boot.guest_s} guest s in {boot.wall_s:.0f} s wall")
     assert vm_leftovers() == []
     assert_nothing_left()

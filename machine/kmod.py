@@ -1,5 +1,5 @@
-"""startlab's kernel modules (hosts/kmod/*.c): what a BPF program cannot do, done where a
-kernel loads modules. Each is built against the kernel's own headers (Debian's
+"""startlab's kernel modules (their sources in hosts/kmod/: what a BPF program cannot do,
+done where a kernel loads modules). Each is built against the kernel's own headers (Debian's
 linux-headers and linux-kbuild packages) with module BTF, since BPF programs call its
 kfuncs, into the directory of that kernel's BPF objects (machine/binaries.BPF_OBJECTS);
 an instance loads it and removes it at teardown.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from machine import binaries, registry
 
-HERE = Path(__file__).resolve().parent
+HERE = binaries.REPO / "hosts" / "kmod"          # the modules' sources and their Kbuild
 PROC_MODULES = Path("/proc/modules")
 MODULES_DISABLED = Path("/proc/sys/kernel/modules_disabled")
 KALLSYMS = Path("/proc/kallsyms")
