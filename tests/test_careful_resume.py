@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from hosts.apps import HTTP_PORT, Lighttpd, curl_fetch, make_object
+from hosts.apps import curl_fetch
 from hosts.implementations import careful_resume
-from hosts.session import RunSession
-from hosts.variants import get_variant
 from timing import timing_check
 from links.profiles import LinkProfile
-from topologies.network import Network
+from webpath import web_path
 from wiretrace import ACK, SYN, read_pcap, test_profile
 
 pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
@@ -32,36 +30,25 @@ def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0, p
     """Fetches of `sizes` in turn, one connection each, `pause_s` apart; `between(net)` runs
     in the first pause (the path changing between the first two connections)."""
     prof = prof or test_profile("test-cr", 20, 60)
-    with Network(prof, tmp / "net") as net:
-        n = net.names
-        sv, cl = net.host(n.server(1)), net.host(n.client(1))
-        work = tmp / "run"
-        work.mkdir()
-        with RunSession(net, get_variant(variant), work, tmp / "scratch", get_variant) as s:
-            s.install_under_test(server=[sv], client=[cl])
-            urls = [make_object(s.scratch / "www", size) for size in sizes]
-            s.adopt("lighttpd", Lighttpd(sv, n.server_ip(1), s.scratch / "www", work, s.instance))
-            s.capture_standard()
-            s.ready()
-            for i, url in enumerate(urls):
-                if i:
-                    time.sleep(pause_s)
-                if i == 1 and between:
-                    between(net)
-                got = curl_fetch(cl, f"http://{n.server_ip(1)}:{HTTP_PORT}{url}", work, s.instance, 60)
-                assert got["http_code"] == 200 and int(got["size_download"]) == sizes[i], got
-            # The saved parameters as the last connection left them: what a failure asks first.
-            saved = [careful_resume.decode_saved(k, v)
-                     for k, v in careful_resume.CCS.dump_map(s.instance, "stl_cr_cache")]
-        record = s.record()
-        drops = net.queue_drops()
-        server_ip, client_ip = n.server_ip(1), n.client_ip(1)
-        packets = read_pcap(work / "cap-bneck-in.pcap")
-    counters = next(iter(record["server_counters"].values()))
+    with web_path(tmp, prof, variant, sizes) as w:
+        w.session.capture_standard()
+        w.session.ready()
+        for i in range(len(sizes)):
+            if i:
+                time.sleep(pause_s)
+            if i == 1 and between:
+                between(w.net)
+            got = curl_fetch(w.client, w.url(i), w.work, w.session.instance, 60)
+            assert got["http_code"] == 200 and int(got["size_download"]) == sizes[i], got
+        # The saved parameters as the last connection left them: what a failure asks first.
+        saved = [careful_resume.decode_saved(k, v)
+                 for k, v in careful_resume.CCS.dump_map(w.session.instance, "stl_cr_cache")]
+        drops = w.net.queue_drops()
+    counters = next(iter(w.session.record()["server_counters"].values()))
     logs = counters.pop("careful_resume")
-    return {"packets": packets, "server_ip": server_ip, "client_ip": client_ip, "logs": logs,
-            "rtt_s": prof.rtt_s, "flags": net.host_flags("delay"), "saved": saved, "counters": counters,
-            "drops": drops}
+    return {"packets": read_pcap(w.work / "cap-bneck-in.pcap"), "server_ip": w.server_ip, "client_ip": w.client_ip,
+            "logs": logs, "rtt_s": prof.rtt_s, "flags": w.net.host_flags("delay"), "saved": saved,
+            "counters": counters, "drops": drops}
 
 
 def connections(run: dict) -> list[dict]:

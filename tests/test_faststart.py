@@ -17,14 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from hosts.apps import HTTP_PORT, Lighttpd, make_object
+from hosts.apps import HTTP_PORT
 from hosts.bpf import loader
 from hosts.process import NodeProcess
-from hosts.session import RunSession
-from hosts.variants import get_variant
 from timing import timing_check
-from topologies.network import Network
 from links.profiles import LinkProfile
+from webpath import web_path
 from wiretrace import ACK, read_pcap
 
 pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
@@ -67,44 +65,36 @@ def ss_figures(node) -> dict:
 def bursts(tmp: Path, variant: str, sizes=(30_000, 30_000), pause_s: float = 2.0, prof: LinkProfile | None = None,
            during_pause=None) -> Run:
     prof = prof or t1()
-    with Network(prof, tmp / "net") as net:
-        n = net.names
-        sv, cl = net.host(n.server(1)), net.host(n.client(1))
-        work = tmp / "run"
-        work.mkdir()
-        with RunSession(net, get_variant(variant), work, tmp / "scratch", get_variant) as s:
-            s.install_under_test(server=[sv], client=[cl])
-            urls = [make_object(s.scratch / "www", size) for size in sizes]
-            s.adopt("lighttpd", Lighttpd(sv, n.server_ip(1), s.scratch / "www", work, s.instance))
-            s.capture_standard()
-            s.ready()
-            client = NodeProcess(cl, [sys.executable, str(CLIENT), "--server", n.server_ip(1), "--path", urls[0],
-                                      "--path", urls[1], "--pause", "0", "--pause", f"{pause_s:g}",
-                                      "--clamp", "32768", "--linger", "1", "--out", str(work / "client.json")],
-                                 s.instance, "client", log_path=work / "client.log")
-            deadline = time.monotonic() + 30
-            while "response 1 done" not in client.output() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(pause_s / 2)
-            before = ss_figures(sv)
-            if during_pause:
-                during_pause(net)
-            deadline = time.monotonic() + 30
-            while "response 2 done" not in client.output() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            after = ss_figures(sv)                       # the client lingers on the connection
-            assert client.wait(timeout=60) == 0, client.output()
-            counters = loader.node_counters(s.instance, sv) or {}
-        result = json.loads((work / "client.json").read_text())
-        server_ip, client_ip = n.server_ip(1), n.client_ip(1)
-        bneck_in = read_pcap(work / "cap-bneck-in.pcap")
-        client_side = read_pcap(work / "cap-client.pcap")
+    with web_path(tmp, prof, variant, sizes) as w:
+        s, sv, cl, work = w.session, w.server, w.client, w.work
+        s.capture_standard()
+        s.ready()
+        client = NodeProcess(cl, [sys.executable, str(CLIENT), "--server", w.server_ip, "--path", w.paths[0],
+                                  "--path", w.paths[1], "--pause", "0", "--pause", f"{pause_s:g}",
+                                  "--clamp", "32768", "--linger", "1", "--out", str(work / "client.json")],
+                             s.instance, "client", log_path=work / "client.log")
+        deadline = time.monotonic() + 30
+        while "response 1 done" not in client.output() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(pause_s / 2)
+        before = ss_figures(sv)
+        if during_pause:
+            during_pause(w.net)
+        deadline = time.monotonic() + 30
+        while "response 2 done" not in client.output() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        after = ss_figures(sv)                       # the client lingers on the connection
+        assert client.wait(timeout=60) == 0, client.output()
+        counters = loader.node_counters(s.instance, sv) or {}
+    result = json.loads((work / "client.json").read_text())
+    bneck_in = read_pcap(work / "cap-bneck-in.pcap")
+    client_side = read_pcap(work / "cap-client.pcap")
     # The flags are final only once the network is torn down (the monitor stops there).
-    return Run(server=[p for p in bneck_in if p.src == server_ip and p.payload > 0],
-               acks=[p for p in bneck_in if p.src == client_ip and p.flags & ACK],
-               delivered=[p for p in client_side if p.src == server_ip and p.payload > 0],
+    return Run(server=[p for p in bneck_in if p.src == w.server_ip and p.payload > 0],
+               acks=[p for p in bneck_in if p.src == w.client_ip and p.flags & ACK],
+               delivered=[p for p in client_side if p.src == w.server_ip and p.payload > 0],
                requests=result["requests"], before_pause=before, after=after, counters=counters,
-               flags=net.host_flags(), tail_flags=net.host_flags(tail=True))
+               flags=w.net.host_flags(), tail_flags=w.net.host_flags(tail=True))
 
 
 def beyond(ack: int, seq: int) -> bool:

@@ -17,13 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from hosts.apps import HTTP_PORT, Lighttpd, make_object
+from hosts.apps import curl_fetch
 from hosts.bpf import loader
-from hosts.process import NodeProcess
-from hosts.session import RunSession
-from hosts.variants import get_variant
 from links.profiles import LinkProfile
-from topologies.network import Network
+from webpath import web_path
 from wiretrace import ACK, SYN, read_pcap
 
 pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
@@ -75,33 +72,23 @@ def _has_option(options: bytes, kind: int) -> bool:
 
 
 def download(tmp: Path, variant: str) -> Download:
-    with Network(profile(), tmp / "net") as net:
-        n = net.names
-        sv, cl = net.host(n.server(1)), net.host(n.client(1))
-        work = tmp / "run"
-        work.mkdir()
-        with RunSession(net, get_variant(variant), work, tmp / "scratch", get_variant) as s:
-            s.install_under_test(server=[sv], client=[cl])
-            url = make_object(s.scratch / "www", SIZE)
-            s.adopt("lighttpd", Lighttpd(sv, n.server_ip(1), s.scratch / "www", work, s.instance))
-            queue = net.queue("down")
-            loader.fault_drop_segments(s.instance, net.host(queue.node), queue.intf,
-                                       [i * MSS for i in (FIRST_LOSS, *SECOND_LOSS)])
-            s.capture_standard()
-            s.ready()
-            fetch = NodeProcess(cl, ["curl", "-sS", "-o", "/dev/null", f"http://{n.server_ip(1)}:{HTTP_PORT}{url}"],
-                                s.instance, "curl", log_path=work / "curl.log")
-            assert fetch.wait(timeout=60) == 0, fetch.output()
-            dropped = loader.fault_counts(s.instance, queue.intf)["dropped"]
-        entered = s.record()["server_counters"].get(sv.name, {}).get("gbn_entered", 0)
-        server_ip, client_ip = n.server_ip(1), n.client_ip(1)
-        packets = read_pcap(work / "cap-bneck-in.pcap")
+    with web_path(tmp, profile(), variant, [SIZE]) as w:
+        queue = w.net.queue("down")
+        loader.fault_drop_segments(w.session.instance, w.net.host(queue.node), queue.intf,
+                                   [i * MSS for i in (FIRST_LOSS, *SECOND_LOSS)])
+        w.session.capture_standard()
+        w.session.ready()
+        got = curl_fetch(w.client, w.url(), w.work, w.session.instance, 60)
+        assert got["http_code"] == 200 and int(got["size_download"]) == SIZE, got
+        dropped = loader.fault_counts(w.session.instance, queue.intf)["dropped"]
+    entered = w.session.record()["server_counters"].get(w.server.name, {}).get("gbn_entered", 0)
+    packets = read_pcap(w.work / "cap-bneck-in.pcap")
     syns = [p for p in packets if p.flags & SYN]
-    isn = next(p.seq for p in syns if p.src == server_ip)
-    return Download(data=[p for p in packets if p.src == server_ip and p.payload > 0],
-                    acks=[p for p in packets if p.src == client_ip and p.flags & ACK and not p.flags & SYN],
-                    isn=isn, sack=any(_has_option(p.tcp_options, 4) for p in syns if p.src == server_ip)
-                    or any(_has_option(p.tcp_options, 5) for p in packets if p.src == client_ip),
+    isn = next(p.seq for p in syns if p.src == w.server_ip)
+    return Download(data=[p for p in packets if p.src == w.server_ip and p.payload > 0],
+                    acks=[p for p in packets if p.src == w.client_ip and p.flags & ACK and not p.flags & SYN],
+                    isn=isn, sack=any(_has_option(p.tcp_options, 4) for p in syns if p.src == w.server_ip)
+                    or any(_has_option(p.tcp_options, 5) for p in packets if p.src == w.client_ip),
                     entered=entered, dropped=dropped)
 
 
