@@ -98,6 +98,8 @@ class FastStart(Implementation):
         if params["gbn"]:
             load_module(ctx.instance)
             cc = GBN_CCS.name(ctx.instance, "fsgbn")
+            # A campaign's runs may share a network: each counts its own entries.
+            GBN_CCS.update_map(ctx.instance, "stl_fs_gbn_n", node_key(node), bytes(8))
         else:
             cc = CCS.name(ctx.instance, "fs")
         config = loader.NodeConfig(flags=loader.SERVER_CC, cc=cc, accept_opts=accept_opts(mark))
@@ -116,10 +118,14 @@ class FastStart(Implementation):
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
         counters = loader.node_counters(ctx.instance, node)
         if params["gbn"] and counters is not None:
-            cookie = loader.netns_cookie(node).to_bytes(8, "little")
-            entered = [v for k, v in GBN_CCS.dump_map(ctx.instance, "stl_fs_gbn_n") if k == cookie]
+            entered = [v for k, v in GBN_CCS.dump_map(ctx.instance, "stl_fs_gbn_n") if k == node_key(node)]
             counters = {**counters, "gbn_entered": int.from_bytes(entered[0], "little") if entered else 0}
         return counters
+
+
+def node_key(node) -> bytes:
+    """A node's key in fsgbn's count of go-back-N entries: its network namespace's cookie."""
+    return loader.netns_cookie(node).to_bytes(8, "little")
 
 
 def load_module(instance: registry.Instance) -> None:
