@@ -58,6 +58,10 @@ class Variant:
         found = part.impl.declares(role, part.params, defaults) if part else None
         return found or Declared(cc=(defaults.cc,), iw=defaults.iw)
 
+    def kernel_modules(self) -> list[str]:
+        """startlab's kernel modules its parts load (machine/kmod.py)."""
+        return sorted({m for role, part in self.parts.items() for m in part.impl.kernel_modules(role, part.params)})
+
     def unavailable(self) -> str | None:
         """Why this kernel cannot run this variant (None: it can): its first part that
         cannot, with that part's reason."""

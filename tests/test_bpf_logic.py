@@ -196,7 +196,11 @@ def test_every_bpf_scheme_source_sits_beside_its_implementation():
     assert SCHEME_SOURCES
     modules = {impl.__class__.__module__.rsplit(".", 1)[1] for impl in IMPLEMENTATIONS.values()}
     for src in SCHEME_SOURCES:
-        assert src.name.removesuffix(".bpf.c") in modules, f"{src.name} has no implementation module beside it"
+        # A source that builds another scheme's (faststart_gbn: faststart with a rule more)
+        # belongs to that scheme's module.
+        built_from = re.findall(r'^#include "(\w+)\.bpf\.c"', src.read_text(), re.M)
+        owner = built_from[0] if built_from else src.name.removesuffix(".bpf.c")
+        assert owner in modules, f"{src.name} has no implementation module beside it"
         assert not (SOURCES / src.name).exists(), f"{src.name} also in {SOURCES}: the objects would collide"
 
 

@@ -80,6 +80,10 @@ class Implementation(ABC):
         kernel has)."""
         return []
 
+    def kernel_modules(self, role: str, params: dict) -> list[str]:
+        """startlab's kernel modules this part loads (machine/kmod.py; none: BPF does all)."""
+        return []
+
     def unavailable(self, role: str, params: dict) -> str | None:
         """Why this kernel cannot run this part (None: it can). Probed, not assumed from a
         version: its BPF objects are built and loaded as a run would, so the reason is the

@@ -77,6 +77,9 @@ class FastStart(Implementation):
     def kernel_objects(self, role: str, params: dict) -> list:
         return [(GBN_CCS if params["gbn"] else CCS).object, loader.SOCKOPS_OBJECT]
 
+    def kernel_modules(self, role: str, params: dict) -> list[str]:
+        return [GBN_MODULE] if params["gbn"] else []
+
     def unavailable(self, role: str, params: dict) -> str | None:
         if not params["gbn"]:
             return super().unavailable(role, params)
