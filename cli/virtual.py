@@ -13,6 +13,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from machine.errors import UserError
@@ -46,11 +47,16 @@ class Importer:
         return [n for n, _ in recs]
 
 
+_PREPARING = threading.Lock()
+
+
 def prepare(kernel_name: str, progress) -> tuple[vm_image.Image, vm_image.Kernel, Path]:
-    """The image, the kernel and the host-built BPF objects for it (each cached)."""
+    """The image, the kernel and the host-built BPF objects for it (each cached). One caller
+    at a time: guests booted side by side share what it builds."""
     kernel = vm_image.parse_kernels(kernel_name)[0]
-    img = vm_image.ensure_image(list(vm_image.KERNELS.values()), None, progress)
-    return img, kernel, icount.guest_bpf(img, kernel, ROOT, progress)
+    with _PREPARING:
+        img = vm_image.ensure_image(list(vm_image.KERNELS.values()), None, progress)
+        return img, kernel, icount.guest_bpf(img, kernel, ROOT, progress)
 
 
 def _progress_line(log: Path) -> str:

@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from machine import cpuset, registry
+from machine import cpuset, kmod, registry
 
 # Names startlab gives: PREFIX + two hex digits + a role (see topologies/names.py).
 OUR_NAME = re.compile(rf"^{registry.PREFIX}[0-9a-f]{{2}}({'|'.join(registry.NODE_ROLES.values())})\d*(-eth\d+|br)?$")
@@ -116,7 +116,6 @@ def clean(force: bool = False) -> list[str]:
         if owner not in live_prefixes and registry.terminate(pid, registry.process_start_time(pid)):
             removed.append(f"process {comm} ({pid}) of Slurm cluster {owner}")
     if not live_prefixes:                           # a module of ours no live instance uses
-        from machine import kmod
         for name in kmod.ours_loaded():
             if subprocess.run(["rmmod", name], capture_output=True).returncode == 0:
                 removed.append(f"kernel module {name}")

@@ -23,9 +23,12 @@ HERE = binaries.REPO / "hosts" / "kmod"          # the modules' sources and thei
 PROC_MODULES = Path("/proc/modules")
 MODULES_DISABLED = Path("/proc/sys/kernel/modules_disabled")
 KALLSYMS = Path("/proc/kallsyms")
-# kbuild's own step for module BTF runs only when the object tree has a vmlinux with BTF;
-# Debian's headers have none, so the build gets the kernel's BTF in its place.
+# Where a kbuild keeps the tool that gives a module's kfunc sets their BTF ids (Debian's 6.12
+# kbuild has it, its 6.1 kbuild has not).
 RESOLVE_BTFIDS = Path("tools/bpf/resolve_btfids/resolve_btfids")
+# Each module's parameters that take the address of a kernel function not exported to
+# modules (read from /proc/kallsyms at load, checked by the module against its symbol).
+ADDRESS_PARAMS = {"stl_fs_gbn": {"enter_loss": "tcp_enter_loss"}}
 # Beside the objects built for another kernel (the guest's): why its modules are not there.
 BUILD_FAILED = "kmod-build-failed.txt"
 
@@ -69,7 +72,8 @@ def btf_ids_resolved(ko: Path) -> bool:
 
 def _shadow_tree(headers: Path, btf: Path, root: Path, where: Path) -> Path:
     """An object tree of symlinks to `headers`' entries, with the kernel's BTF as its
-    vmlinux. Debian's headers Makefile includes the common part by its absolute path,
+    vmlinux: kbuild's step for module BTF runs only when the object tree has a vmlinux with
+    BTF, and Debian's headers have none. Debian's headers Makefile includes the common part by its absolute path,
     which, for headers unpacked under `root`, is rewritten to point there."""
     tree = where / "objtree"
     tree.mkdir()
@@ -110,7 +114,10 @@ def build(headers: Path, btf: Path, out: Path, resolve_btfids: Path | None = Non
         for f in [*sources(), HERE / "Kbuild"]:
             shutil.copy(f, src / f.name)
         tree = _shadow_tree(headers, btf, root, work)
-        r = subprocess.run(["make", "-C", str(tree), f"M={src}", f"RESOLVE_BTFIDS={tool.resolve()}", "modules"],
+        # The build directory is random: mapped to one name, two builds give the same bytes
+        # (the module is part of the virtual clock's bundle, docs/emulation.md).
+        r = subprocess.run(["make", "-C", str(tree), f"M={src}", f"RESOLVE_BTFIDS={tool.resolve()}",
+                            f"KCFLAGS=-ffile-prefix-map={work}=/startlab-kmod", "modules"],
                            capture_output=True, text=True)
         if r.returncode != 0 or "Skipping BTF generation" in r.stderr:
             raise KmodError(f"building the kernel modules against {headers} failed: "
@@ -119,6 +126,8 @@ def build(headers: Path, btf: Path, out: Path, resolve_btfids: Path | None = Non
             made = src / ko.name
             if not btf_ids_resolved(made):
                 raise KmodError(f"{ko.name}: its kfunc set has no BTF ids after the build")
+            if str(work).encode() in made.read_bytes():
+                raise KmodError(f"{ko.name} names its build directory {work}: two builds would differ")
             shutil.copy(made, ko.with_suffix(".ko.tmp"))
             os.rename(ko.with_suffix(".ko.tmp"), ko)
     return built
@@ -185,7 +194,7 @@ def loaded(name: str) -> bool:
     return Path("/sys/module", name).is_dir()
 
 
-def load(instance: registry.Instance, name: str, params: dict[str, int | str]) -> None:
+def load(instance: registry.Instance, name: str) -> None:
     """Load module `name` for `instance`, recording its removal. Shared by instances of ours
     that run at once: whichever finds it loaded uses it, and removal waits until no
     congestion control calls into it any more (a BPF program holds its module)."""
@@ -194,6 +203,7 @@ def load(instance: registry.Instance, name: str, params: dict[str, int | str]) -
         raise KmodError(why)
     if not loaded(name):
         ko = ensure_built(name)
+        params = {param: hex(kallsyms(symbol)) for param, symbol in ADDRESS_PARAMS.get(name, {}).items()}
         r = subprocess.run(["insmod", str(ko), *(f"{k}={v}" for k, v in params.items())],
                            capture_output=True, text=True)
         if r.returncode != 0 and not loaded(name):
@@ -205,14 +215,8 @@ def load(instance: registry.Instance, name: str, params: dict[str, int | str]) -
                       f"kernel module {name}")
 
 
-def parameter(name: str, param: str) -> str | None:
-    """A loaded module's parameter (its counters are read-only parameters)."""
-    path = Path("/sys/module", name, "parameters", param)
-    return path.read_text().strip() if path.is_file() else None
-
-
 def ours_loaded() -> list[str]:
-    """Modules of ours in the kernel (their names carry the registry's prefix)."""
+    """Modules of ours in the kernel (those named as a source in hosts/kmod)."""
     base = Path("/sys/module")
     names = {src.stem for src in sources()}
     return sorted(p.name for p in base.iterdir() if p.name in names) if base.is_dir() else []

@@ -142,10 +142,13 @@ def allowed_cc_lock():
 def new_instance() -> Instance:
     """A fresh instance with a short random id such as 'stl3f' (PREFIX + 2 hex chars)."""
     REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
-    while True:
+    while True:                      # claimed atomically: two threads may ask at once
         ident = PREFIX + secrets.token_hex(1)
-        if not (REGISTRY_DIR / f"{ident}.json").exists():
+        try:
+            os.close(os.open(REGISTRY_DIR / f"{ident}.json", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             break
+        except FileExistsError:
+            continue
     inst = Instance(id=ident, owner_pid=os.getpid(), owner_start=process_start_time(os.getpid()),
                     created=time.time())
     inst.save()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from config.params import Param, resolve
 from hosts.bpf import loader
+from machine import kmod, registry
 from topologies.endhosts import EndHostDefaults
 
 ROLES = ("server", "client", "router")
@@ -86,9 +87,21 @@ class Implementation(ABC):
 
     def unavailable(self, role: str, params: dict) -> str | None:
         """Why this kernel cannot run this part (None: it can). Probed, not assumed from a
-        version: its BPF objects are built and loaded as a run would, so the reason is the
-        verifier's or the kernel's own (a helper or struct_ops member it lacks)."""
-        return loader.unloadable(self.kernel_objects(role, params))
+        version: its kernel modules are loaded and its BPF objects built and loaded as a run
+        would (a kfunc resolves only with its module in), so the reason is the module
+        loader's, the verifier's or the kernel's own (a helper or struct_ops member it lacks)."""
+        modules = self.kernel_modules(role, params)
+        if not modules:
+            return loader.unloadable(self.kernel_objects(role, params))
+        probe = registry.new_instance()
+        try:
+            for name in modules:
+                kmod.load(probe, name)
+            return loader.unloadable(self.kernel_objects(role, params))
+        except kmod.KmodError as exc:
+            return f"needs the kernel module {name}: {exc}"
+        finally:
+            probe.remove_all()
 
     def declares(self, role: str, params: dict, defaults: EndHostDefaults) -> Declared | None:
         """What connections sent from a node with this part run (None: not a sender part)."""

@@ -23,11 +23,10 @@ from __future__ import annotations
 import itertools
 import socket
 
-from machine import kmod
 from hosts.bpf import loader
 from hosts.implementations.base import Declared, Implementation, InstallContext, Param
 from hosts.implementations.linux_tcp import LinuxTcp
-from machine import registry
+from machine import kmod
 from machine.shell import check_cmd
 
 AF13 = 14                      # RFC 2597: class AF1, drop precedence 3 (high)
@@ -80,26 +79,13 @@ class FastStart(Implementation):
     def kernel_modules(self, role: str, params: dict) -> list[str]:
         return [GBN_MODULE] if params["gbn"] else []
 
-    def unavailable(self, role: str, params: dict) -> str | None:
-        if not params["gbn"]:
-            return super().unavailable(role, params)
-        # The congestion control's kfunc resolves only with the module loaded: probed so.
-        probe = registry.new_instance()
-        try:
-            load_module(probe)
-            return super().unavailable(role, params)
-        except kmod.KmodError as exc:
-            return f"the recovery from multiple losses needs the kernel module {GBN_MODULE}: {exc}"
-        finally:
-            probe.remove_all()
-
     def install(self, node, role: str, params: dict, ctx: InstallContext) -> None:
         LinuxTcp().install(node, role, LinuxTcp().resolve({"cc": "reno", "iw": params["iw"],
                                                            "sack": params["sack"]}), ctx)
         check_cmd(node, "sysctl -qw net.ipv4.tcp_no_metrics_save=0")
         mark = fs_mark(params["pdrop"], params["flr"], int(params["dscp"]), next(_generation) & 0xff)
         if params["gbn"]:
-            load_module(ctx.instance)
+            kmod.load(ctx.instance, GBN_MODULE)
             cc = GBN_CCS.name(ctx.instance, "fsgbn")
             # A campaign's runs may share a network: each counts its own entries.
             GBN_CCS.update_map(ctx.instance, "stl_fs_gbn_n", node_key(node), bytes(8))
@@ -129,11 +115,6 @@ class FastStart(Implementation):
 def node_key(node) -> bytes:
     """A node's key in fsgbn's count of go-back-N entries: its network namespace's cookie."""
     return loader.netns_cookie(node).to_bytes(8, "little")
-
-
-def load_module(instance: registry.Instance) -> None:
-    """The kernel module whose kfunc fsgbn calls, given the address of the kernel's loss entry."""
-    kmod.load(instance, GBN_MODULE, {"enter_loss": hex(kmod.kallsyms("tcp_enter_loss"))})
 
 
 IMPLEMENTATION = FastStart()

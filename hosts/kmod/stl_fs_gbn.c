@@ -40,10 +40,6 @@ static unsigned long enter_loss;
 module_param(enter_loss, ulong, 0400);
 MODULE_PARM_DESC(enter_loss, "the address of tcp_enter_loss (from /proc/kallsyms)");
 
-static atomic_t entered = ATOMIC_INIT(0);
-module_param_named(entered, entered.counter, int, 0444);
-MODULE_PARM_DESC(entered, "partial ACKs that entered go-back-N (read-only)");
-
 static void (*enter_loss_fn)(struct sock *sk);
 
 __diag_push();
@@ -60,7 +56,6 @@ __bpf_kfunc int stl_fs_gbn_enter_loss(struct sock *sk)
 	    !before(tp->snd_una, tp->high_seq))
 		return -EINVAL;
 	enter_loss_fn(sk);
-	atomic_inc(&entered);
 	return 0;
 }
 

@@ -16,6 +16,11 @@ fi
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+# No transparent huge pages: khugepaged's collapse of one (a 2 MB copy) runs for 1.5–4 ms
+# of guest time without a preemption point in Debian's voluntary-preemption kernels, and the
+# delay line, real-time on the guest's one CPU, waited behind it (traced: lateness p99 1.7
+# ms in the one test window that met khugepaged's scan, 50 µs in the others).
+echo never > /sys/kernel/mm/transparent_hugepage/enabled
 hostname startlab-guest
 ip link set lo up
 port() {

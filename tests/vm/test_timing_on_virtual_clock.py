@@ -1,13 +1,18 @@
 """The suite's timing tests on the virtual clock: every test module marked `virtual_clock`
-runs in one guest under QEMU's instruction-counted time (cli/virtual.pytest_in_guest), where
+runs in a guest under QEMU's instruction-counted time (cli/virtual.pytest_in_guest), where
 a release time, a rate or a first flight has one outcome whatever this host does. The host
 run of the suite deselects them (tests/conftest.py).
 
-One boot for the whole group: a boot costs about half a minute of wall time, and the tests
-share nothing but the guest. The guest runs Debian's 6.12 kernel: 6.1 caps a connection's
-first receive window at 64 KB (lifted in 6.11), which stalls every first flight these tests
-time (measured in a 6.1 guest: Jump Start's client advertised 65536 bytes where the test
-needs the whole 150 KB object). Their JUnit XML comes back over the export port; a failure here
+The group is dealt over GUESTS guests booted side by side, one per core: a guest is one
+QEMU thread, so one guest leaves every other core idle, and a guest's figures do not depend
+on what runs beside it (only its wall time does). Whole modules are dealt, by their number
+of tests (largest first, each to the lightest guest), so a module's fixtures are set up
+once; the dealing depends on the checkout alone, so a failure is reproduced by running the
+same guest's modules again. A boot costs about half a minute of wall time, so the group is
+not split further. The guests run Debian's 6.12 kernel: 6.1 caps a connection's first
+receive window at 64 KB (lifted in 6.11), which stalls every first flight these tests time
+(measured in a 6.1 guest: Jump Start's client advertised 65536 bytes where the test needs
+the whole 150 KB object). Their JUnit XML comes back over the export port; a failure here
 names each failed test with the guest's message, and a skip counts as a failure, because
 every test of the group can run in the guest.
 """
@@ -17,6 +22,7 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -31,20 +37,50 @@ KERNEL = "6.12"
 
 
 
+KERNEL = "6.12"
+# One guest per core, at most two: the group is about 300 guest seconds, and a third boot
+# would cost more than a third share saves.
+GUESTS = max(1, min(2, os.cpu_count() or 1))
+GBN_MODULE = "tests/test_faststart_gbn.py"
+
+
+class Stopped(Exception):
+    """The guests were told to stop (the module's tests ended early, e.g. on Ctrl-C)."""
+
+
 def virtual_clock_modules() -> list[str]:
     """The test modules marked virtual_clock as a whole (their `pytestmark`)."""
     return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")
                   if "pytest.mark.virtual_clock" in p.read_text())
 
 
-def guest_outcomes(modules: list[str], tmp_path: Path, kernel: str) -> tuple[dict[str, str], str, object]:
+def deal(modules: list[str], guests: int) -> list[list[str]]:
+    """`modules` dealt over `guests`, largest first (by number of tests), each to the guest
+    with the fewest tests so far: the checkout alone decides who runs what."""
+    def tests(m: str) -> int:
+        return len(re.findall(r"^def test_", (ROOT / m).read_text(), re.M))
+    hands: list[list[str]] = [[] for _ in range(guests)]
+    load = [0] * guests
+    for m in sorted(modules, key=lambda m: (-tests(m), m)):
+        i = load.index(min(load))
+        hands[i].append(m)
+        load[i] += tests(m)
+    return [sorted(h) for h in hands if h]
+
+
+def guest_outcomes(modules: list[str], tmp_path: Path, kernel: str, name: str = "guest",
+                   stop=None) -> tuple[dict[str, str], str, object]:
     """Each test's outcome in a guest of `kernel` ("passed", or what went wrong), the
-    guest's pytest output and the boot."""
+    guest's pytest output and the boot. Its progress lines start with `name`."""
     from cli.virtual import pytest_in_guest
-    assert_nothing_left()
-    boot, out = pytest_in_guest(modules, tmp_path, kernel=kernel, progress=lambda m: sys.stderr.write(m + "\n"))
+
+    def progress(message: str) -> None:
+        if stop is not None and stop.is_set():
+            raise Stopped(name)             # from the boot's watch: the guest is stopped
+        sys.stderr.write(f"[{name}] {message}\n")
+    boot, out = pytest_in_guest(modules, tmp_path, kernel=kernel, progress=progress)
     output = (out / "output.txt").read_text(errors="replace") if (out / "output.txt").is_file() else ""
-    sys.stderr.write(output[-4000:])
+    sys.stderr.write(f"[{name}] " + output[-4000:])
     assert (out / "junit.xml").is_file(), f"the guest's pytest wrote no JUnit XML (exit {boot.rc}): {output[-2000:]}"
     cases = ET.parse(out / "junit.xml").getroot().iter("testcase")
     outcome = {}
@@ -54,32 +90,58 @@ def guest_outcomes(modules: list[str], tmp_path: Path, kernel: str) -> tuple[dic
             "passed" if bad is None else f"{bad.tag}: {(bad.get('message') or '')[:400]}")
     assert outcome, f"the guest ran no test: {output[-2000:]}"
     wrong = {k: v for k, v in outcome.items() if v != "passed"}
-    assert not wrong, f"on the virtual clock ({kernel}):\n" + "\n".join(f"{k}: {v}" for k, v in wrong.items())
+    assert not wrong, (f"on the virtual clock ({kernel}, {name}: {' '.join(modules)}):\n"
+                       + "\n".join(f"{k}: {v}" for k, v in wrong.items()))
     assert (out / "rc").read_text().strip() == "0", output[-2000:]
     return outcome, output, boot
 
 
-def test_the_timing_tests_pass_on_the_virtual_clock(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def guests(tmp_path_factory) -> dict[str, Future]:
+    """Every guest of this module, started at once, GUESTS at a time: the 6.12 group's
+    shares first, then fs-gbn's wire test on 6.1. Each is a future of guest_outcomes."""
     if os.geteuid() != 0:
         pytest.skip("needs root (run the suite with sudo)")
+    from cli.virtual import prepare
+    import threading
     modules = virtual_clock_modules()
     assert modules, "no test module is marked virtual_clock"
-    outcome, output, boot = guest_outcomes(modules, tmp_path, KERNEL)
-    counted = re.search(r"timing assertions: (\d+) on the virtual clock", output)
-    print(f"{len(outcome)} tests passed in the guest, {counted.group(1) if counted else 0} timing "
-          f"assertions on the virtual clock; {boot.guest_s} guest s in {boot.wall_s:.0f} s wall")
-    assert counted and int(counted.group(1)) > 0, "no timing assertion ran on the virtual clock"
+    assert_nothing_left()
+    hands = deal(modules, GUESTS)
+    jobs = {f"6.12 guest {i + 1} of {len(hands)}": (hand, KERNEL) for i, hand in enumerate(hands)}
+    jobs["6.1 fs-gbn"] = ([GBN_MODULE], "6.1")
+    for kernel in sorted({k for _, k in jobs.values()}):    # built once, before guests share it
+        prepare(kernel, lambda m: sys.stderr.write(m + "\n"))
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=GUESTS)
+    futures = {name: pool.submit(guest_outcomes, mods, tmp_path_factory.mktemp(re.sub(r"\W+", "-", name)),
+                                 kernel, name, stop)
+               for name, (mods, kernel) in jobs.items()}
+    try:
+        yield futures
+    finally:
+        stop.set()                          # a guest still running is stopped by its watch
+        pool.shutdown(wait=True)
     assert vm_leftovers() == []
     assert_nothing_left()
 
 
-def test_fast_starts_recovery_from_multiple_losses_on_debian_12s_kernel(tmp_path: Path) -> None:
+def test_the_timing_tests_pass_on_the_virtual_clock(guests: dict[str, Future]) -> None:
+    results = {name: f.result() for name, f in guests.items() if name.startswith(KERNEL)}
+    outcome = {k: v for o, _, _ in results.values() for k, v in o.items()}
+    counted = sum(int(m.group(1)) for _, out, _ in results.values()
+                  for m in [re.search(r"timing assertions: (\d+) on the virtual clock", out)] if m)
+    for name, (o, _, boot) in results.items():
+        print(f"{name}: {len(o)} tests passed, {boot.guest_s} guest s in {boot.wall_s:.0f} s wall")
+    print(f"{len(outcome)} tests passed in {len(results)} guests, {counted} timing assertions on the "
+          "virtual clock")
+    assert len(outcome) == sum(len(o) for o, _, _ in results.values()), "a test ran in two guests"
+    assert counted > 0, "no timing assertion ran on the virtual clock"
+
+
+def test_fast_starts_recovery_from_multiple_losses_on_debian_12s_kernel(guests: dict[str, Future]) -> None:
     """The kernel module of fs-gbn (hosts/kmod) is built for each kernel it runs on: its
     wire test runs on 6.1 as well (6.12 runs it with the group above)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root (run the suite with sudo)")
-    outcome, _, boot = guest_outcomes(["tests/test_faststart_gbn.py"], tmp_path, "6.1")
+    outcome, _, boot = guests["6.1 fs-gbn"].result()
     assert len(outcome) == 2, outcome
     print(f"fs-gbn's wire tests on 6.1: {boot.guest_s} guest s in {boot.wall_s:.0f} s wall")
-    assert vm_leftovers() == []
-    assert_nothing_left()
