@@ -163,7 +163,7 @@ def format_table(rows: list[Row], analysis: WorkloadAnalysis) -> str:
 
 def _host_sections(root: Path, record: dict[str, Any], records: list[RunRecord],
                    analysis: WorkloadAnalysis) -> list[Section]:
-    """Runs from several testbeds (a fleet): the primary figure per cell and host, and
+    """Runs from several testbeds (a cluster's nodes): the primary figure per cell and host, and
     summary-by-host.csv with every figure (figures.csv's rows per host), so a host that
     disagrees shows."""
     hosts = sorted({str(r.meta.get("host")) for r in records if r.meta.get("host")})

@@ -103,7 +103,7 @@ def write_summary(campaign_dir: Path | str, campaign: dict[str, Any], records: l
 def split_rows(campaign: dict[str, Any], records: list[RunRecord], analysis: WorkloadAnalysis,
                key: str) -> list[Row]:
     """The workload's rows computed separately for each value of a run's meta[key] ("host"
-    in a fleet, "machine"): a testbed that disagrees with the others shows up in its own rows."""
+    on a cluster, "machine"): a testbed that disagrees with the others shows up in its own rows."""
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for rec in records:
         value = rec.meta.get(key)

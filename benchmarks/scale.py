@@ -1,19 +1,16 @@
 #!/usr/bin/env python3
-"""Campaign wall time with 1 lane, with N lanes, and sharded over a local two-host fleet.
+"""Campaign wall time with 1 lane and with N lanes (a cluster's: benchmarks/slurm_overhead.py).
 
-Runs the same scenario (default: smoke with --reps 4) three ways into fresh directories
+Runs the same scenario (default: smoke with --reps 4) two ways into fresh directories
 and prints, per way, the wall time, the mean run time and the emulator's per-run
 fidelity (delay element lateness p50/p99 and drops, from every run's meta.json):
   * 1 lane;
   * N lanes (`--lanes auto` where the machine has ≥ 2 CPUs per lane; on a smaller machine
     2 lanes with --force, only to show that the path works: fidelity degrades, the table
-    says by how much);
-  * `fleet run` over tests/inventory-local.ini (two entries on this machine), with the
-    fleet's overhead: its wall time against the slowest shard's own run time (target
-    ≤ +10 %).
+    says by how much).
 Needs root; wrap it in `flock /tmp/startlab-emulation.lock` (it is the emulation).
 
-    sudo flock /tmp/startlab-emulation.lock .venv/bin/python benchmarks/scale.py [--reps 4] [--skip-fleet]
+    sudo flock /tmp/startlab-emulation.lock .venv/bin/python benchmarks/scale.py [--reps 4]
 """
 from __future__ import annotations
 
@@ -69,7 +66,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default="smoke")
     parser.add_argument("--reps", type=int, default=4)
-    parser.add_argument("--skip-fleet", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cpus = len(own_cpus())
@@ -87,15 +83,6 @@ def main() -> int:
         out["lanes"] = {"lanes": lanes, "forced": forced, "wall_s": wall, **fidelity(tmp / "lanes"),
                         "per_lane": figures["run_stats"].get("lanes")}
         out["speedup"] = out["one_lane"]["wall_s"] / wall
-        if not args.skip_fleet:
-            shutil.rmtree("/tmp/startlab-fleet", ignore_errors=True)
-            wall, figures = run(["fleet", "run", args.scenario, "--reps", str(args.reps), "-i",
-                                 "tests/inventory-local.ini", "--out", str(tmp / "fleet")])
-            rounds = figures["run_stats"]["rounds"]
-            slowest = max((s for r in rounds for s in r["shard_s"].values() if s), default=None)
-            out["fleet"] = {"wall_s": wall, "rounds": len(rounds), "slowest_shard_s": slowest,
-                            "overhead": wall / slowest - 1 if slowest else None, **fidelity(tmp / "fleet")}
-            shutil.rmtree("/tmp/startlab-fleet", ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
@@ -103,17 +90,13 @@ def main() -> int:
         return 0
     print(f"{args.scenario}, {args.reps} reps, {cpus} CPUs")
     rows = [("1 lane", out["one_lane"]),
-            (f"{lanes} lanes{' (--force)' if forced else ''}", out["lanes"])] + \
-        ([("fleet, 2 local hosts", out["fleet"])] if "fleet" in out else [])
+            (f"{lanes} lanes{' (--force)' if forced else ''}", out["lanes"])]
     print(f"{'':24} {'wall':>8} {'runs':>5} {'run mean':>9} {'late p50':>9} {'p99 med':>8} {'p99 max':>8} {'drops':>6}")
     for label, r in rows:
         print(f"{label:24} {r['wall_s']:7.1f}s {r['runs']:5d} {r['mean_run_s'] or 0:8.1f}s "
               f"{r['lateness_p50_us_median'] or 0:7.0f}µs {r['lateness_p99_us_median'] or 0:6.0f}µs "
               f"{r['lateness_p99_us_max'] or 0:6.0f}µs {r['drops']:6d}")
     print(f"speed-up with {lanes} lanes: {out['speedup']:.2f} (target on ≥ 2 CPUs per lane: ≥ {0.8 * lanes:.1f})")
-    if "fleet" in out and out["fleet"]["overhead"] is not None:
-        print(f"fleet: wall {out['fleet']['wall_s']:.1f} s vs slowest shard {out['fleet']['slowest_shard_s']:.1f} s: "
-              f"overhead {100 * out['fleet']['overhead']:+.0f} % (target ≤ +10 %)")
     return 0
 
 

@@ -451,22 +451,23 @@ def _nightly_entry_in_guest(args, config) -> int:
 
 
 def _overrides(args) -> list[str]:
-    """The scenario overrides of `run`/`fleet run` as command-line options (for workers and hosts)."""
+    """The scenario overrides of `run` as command-line options (for its workers)."""
     return [f"--{k}={v}" for k, v in (("profiles", args.profiles), ("sizes", args.sizes),
                                       ("variants", args.variants), ("reps", args.reps)) if v is not None]
 
 
-def cmd_fleet(args) -> int:
-    from scenarios.fleet import run_fleet
-    from scenarios.spec import apply_overrides, load_scenario
-    sc = apply_overrides(load_scenario(args.scenario), args.profiles, args.sizes, args.variants, args.reps)
-    if args.lanes_per_host != "auto" and not (args.lanes_per_host.isdigit() and int(args.lanes_per_host) >= 1):
-        raise UserError(f"--lanes-per-host: a number ≥ 1 or 'auto', got '{args.lanes_per_host}'")
-    # Each shard calibrates its own host; --unfit-host lets every shard run anyway, flagged.
-    shard_args = _overrides(args) + (["--unfit-host"] if args.unfit_host else [])
-    campaign, stats = run_fleet(sc, sc.path, shard_args, Path(args.inventory), args.lanes_per_host,
-                                Path(args.out) if args.out else None, args.delay_backend, args.force)
-    return finish(campaign.path, args.json, stats)
+def cmd_fleet_up(args) -> int:
+    """A Slurm cluster on the inventory's hosts (machine/cluster.py), for run --slurm."""
+    from machine.capabilities import require_root
+    from machine.cluster import up
+    from machine.slurm import PARTITION
+    require_root()                      # the cluster's key is kept in /var/lib/startlab
+    p = up(Path(args.inventory), args.name, not args.provisioned,
+           progress=lambda m: print(f"startlab: {m}", file=sys.stderr))
+    print(f"startlab: Slurm cluster {p.name} is up: controller {p.nodes[p.controller].name}, "
+          f"{len(p.nodes)} nodes, {sum(n.cpus for n in p.nodes.values())} CPUs, partition {PARTITION}. On any "
+          "of its hosts, with this checkout at the same path:\n  sudo ./run.py run SCENARIO --slurm")
+    return 0
 
 
 def cmd_analyze(args) -> int:
@@ -663,24 +664,16 @@ def build_parser() -> argparse.ArgumentParser:
     _clock_options(p, default=None)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("fleet", help="run a scenario sharded over the hosts of an Ansible inventory")
+    p = sub.add_parser("fleet", help="a Slurm cluster on an Ansible inventory's hosts (then run --slurm)")
     fleet = p.add_subparsers(dest="fleet_command", required=True, metavar="FLEET_COMMAND")
-    p = fleet.add_parser("run", help="provision every host (playbooks/site.yml), run the shards, merge, analyse")
-    p.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file or name")
-    p.add_argument("-i", "--inventory", required=True, help="Ansible inventory of the testbeds")
-    p.add_argument("--lanes-per-host", default="1", metavar="N|auto",
-                   help="lanes on every host (see run --lanes; auto: one per 2 CPUs of that host)")
-    p.add_argument("--force", action="store_true", help="let hosts run more lanes than 2 CPUs each")
-    p.add_argument("--unfit-host", action="store_true",
-                   help="let a shard run on a host its calibration finds unfit (every run is flagged)")
-    p.add_argument("--profiles", help="comma-separated subset of the scenario's profiles")
-    p.add_argument("--sizes", help="comma-separated object sizes, e.g. 70KB,2MB")
-    p.add_argument("--variants", help="comma-separated subset of the scenario's variants")
-    p.add_argument("--reps", type=int, help="repetitions per (profile, size, variant)")
-    p.add_argument("--out", help="the merged campaign's directory (an existing one is resumed)")
-    p.add_argument("--delay-backend", default="auto", choices=BACKEND_CHOICES)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_fleet)
+    p = fleet.add_parser("up", help="a Slurm cluster on the inventory's hosts, for run --slurm "
+                                    "(docs/operations.md#on-a-cluster)")
+    p.add_argument("-i", "--inventory", required=True,
+                   help="Ansible inventory; the group slurm_controller names the controller (default: the first host)")
+    p.add_argument("--name", default="startlab", help="the cluster's name (default startlab)")
+    p.add_argument("--provisioned", action="store_true",
+                   help="the hosts are provisioned startlab testbeds already: skip playbooks/site.yml")
+    p.set_defaults(func=cmd_fleet_up)
 
     p = sub.add_parser("analyze", help="re-analyse a campaign's captures (no emulation, no root)")
     p.add_argument("dir", metavar="DIR", help="campaign directory")

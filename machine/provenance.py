@@ -26,11 +26,11 @@ def git_revision() -> str | None:
 @lru_cache(maxsize=1)
 def provenance() -> dict:
     from machine.capabilities import tool_versions
-    # `host` names the testbed in a fleet (its inventory name: two entries may share a
-    # machine); `git_rev` may come from the fleet controller when the code was copied
-    # without its history.
+    # `host` names the testbed (a cluster's node on the real clock; on the virtual clock the
+    # guest, and `slurm` the node); `git_rev` may come from the environment where the code
+    # has no history.
     return {"git_rev": os.environ.get("STARTLAB_GIT_REV") or git_revision(), "kernel": os.uname().release,
-            "machine": os.uname().nodename, "host": os.environ.get("STARTLAB_HOST") or os.uname().nodename,
+            "machine": os.uname().nodename, "host": os.uname().nodename,
             "cpus": os.cpu_count(), "tools": tool_versions(),
             **({"slurm": slurm_task()} if slurm_task() else {})}
 

@@ -122,6 +122,71 @@ def cluster_processes() -> list[tuple[int, str, str]]:
     return found
 
 
+@dataclass(frozen=True)
+class Node:
+    """One slurmd: Slurm's name for it, the host name slurmd finds its line by, the address
+    the controller reaches it at, and its CPUs."""
+    name: str
+    hostname: str
+    addr: str
+    cpus: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a cluster's daemons keep their state, PIDs and logs, who runs slurmctld, and
+    munge's socket (None: munge's own default)."""
+    state: str
+    spool: str
+    ctld_pid: str
+    slurmd_pid: str
+    ctld_log: str
+    slurmd_log: str
+    slurm_user: str = "slurm"
+    munge_socket: str | None = None
+
+
+# Debian's packages: their init scripts and units read /etc/slurm/slurm.conf and these paths.
+SYSTEM_LAYOUT = Layout(state="/var/lib/slurm/slurmctld", spool="/var/lib/slurm/slurmd",
+                       ctld_pid="/run/slurmctld.pid", slurmd_pid="/run/slurmd.pid",
+                       ctld_log="/var/log/slurm/slurmctld.log", slurmd_log="/var/log/slurm/slurmd.log")
+PARTITION = "startlab"
+
+
+def config(name: str, controller: Node, nodes: list[Node], layout: Layout, ports: tuple[int, int] = (6817, 6818),
+           cgroups: bool = False) -> str:
+    """slurm.conf of a cluster of startlab's: one partition of every node. `cgroups` where
+    systemd runs (bookworm's cgroup v2 plugin needs it; cgroup_config() goes beside):
+    tasks tracked and confined by cgroups. Without systemd, proctrack/linuxproc tracks a
+    task's processes and task/affinity confines it to its CPUs."""
+    if not nodes:
+        raise ValueError("a cluster needs at least one node")
+    return "\n".join([
+        f"ClusterName={name}",
+        f"SlurmctldHost={controller.hostname}({controller.addr})",
+        f"SlurmctldPort={ports[0]}", f"SlurmdPort={ports[1]}",
+        "AuthType=auth/munge", "CredType=cred/munge",
+        *([f"AuthInfo=socket={layout.munge_socket}"] if layout.munge_socket else []),
+        f"SlurmUser={layout.slurm_user}", "SlurmdUser=root",
+        f"StateSaveLocation={layout.state}", f"SlurmdSpoolDir={layout.spool}",
+        f"SlurmctldPidFile={layout.ctld_pid}", f"SlurmdPidFile={layout.slurmd_pid}",
+        f"SlurmctldLogFile={layout.ctld_log}", f"SlurmdLogFile={layout.slurmd_log}",
+        *(["ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup,task/affinity"] if cgroups
+          else ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity"]),
+        "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
+        "ReturnToService=2", f"KillWait={KILL_WAIT_S}", "MpiDefault=none",
+        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
+        *(f"NodeName={n.name} NodeHostname={n.hostname} NodeAddr={n.addr} CPUs={n.cpus} State=UNKNOWN"
+          for n in nodes),
+        f"PartitionName={PARTITION} Nodes={','.join(n.name for n in nodes)} Default=YES MaxTime=INFINITE State=UP",
+        ""])
+
+
+def cgroup_config() -> str:
+    """cgroup.conf beside a slurm.conf with `cgroups`: each task confined to its cores."""
+    return "ConstrainCores=yes\n"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -182,22 +247,11 @@ class LocalCluster:
 
     def _conf(self) -> str:
         d, host = self.dir, socket.gethostname().split(".")[0]
-        return "\n".join([
-            f"ClusterName={self.instance.prefix}",
-            f"SlurmctldHost={host}(127.0.0.1)",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
-            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={d / 'munge.sock'}",
-            "SlurmUser=root", "SlurmdUser=root",
-            f"StateSaveLocation={d / 'ctld'}", f"SlurmdSpoolDir={d / 'spool'}",
-            f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'slurmd.pid'}",
-            f"SlurmctldLogFile={d / 'slurmctld.log'}", f"SlurmdLogFile={d / 'slurmd.log'}",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity",
-            "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
-            "ReturnToService=2", f"KillWait={KILL_WAIT_S}", "MpiDefault=none",
-            "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-            f"NodeName={self.node} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={self.cpus} State=UNKNOWN",
-            f"PartitionName=startlab Nodes={self.node} Default=YES MaxTime=INFINITE State=UP", ""])
+        layout = Layout(state=str(d / "ctld"), spool=str(d / "spool"), ctld_pid=str(d / "slurmctld.pid"),
+                        slurmd_pid=str(d / "slurmd.pid"), ctld_log=str(d / "slurmctld.log"),
+                        slurmd_log=str(d / "slurmd.log"), slurm_user="root", munge_socket=str(d / "munge.sock"))
+        node = Node(self.node, host, "127.0.0.1", self.cpus)
+        return config(self.instance.prefix, node, [node], layout, (_free_port(), _free_port()))
 
     def _daemon(self, argv: list[str], name: str) -> None:
         log = open(self.dir / f"{name}.out", "w")

@@ -72,7 +72,7 @@ META_FIELDS = {
     "before_fetch": "what a variant's parts set as the fetch started, per node (a hint read from the trace)",
     "sweep": "{param: value} of a sweep point", "lane": "the lane's confinement (lanes only)",
     "finished": "UTC time the run finished",
-    "git_rev": "startlab's revision", "kernel": "uname -r", "machine": "host name", "host": "fleet host name",
+    "git_rev": "startlab's revision", "kernel": "uname -r", "machine": "host name", "host": "the testbed's host name (a cluster node's)",
     "slurm": "a --slurm task's job, array task, node and restarts (absent elsewhere)",
     "cpus": "CPUs of the machine", "tools": "tool versions",
     "analysis_error": "why the analysis failed (the captures are kept)",

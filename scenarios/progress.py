@@ -38,7 +38,7 @@ class Progress:
         self.stream.flush()
 
     def set_done(self, done_here: int) -> None:
-        """Runs finished by workers elsewhere (lanes, fleet hosts): `done_here` since the start."""
+        """Runs finished by workers elsewhere (lanes, a cluster's tasks): `done_here` since the start."""
         self.done += done_here - self.finished_here
         self.finished_here = done_here
 

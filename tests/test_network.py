@@ -118,7 +118,7 @@ def test_clean_removes_what_a_killed_run_left(tmp_path):
 
 @pytest.mark.root
 def test_a_process_in_a_node_namespace_is_found_without_its_registry_entry(clean_machine):
-    """A server whose campaign was killed before it could register or stop it (a fleet's killed
+    """A server whose campaign was killed before it could register or stop it (a cluster's killed
     shard) is still found: by its network namespace, whose interfaces carry our names."""
     from links.delayline.line_net import line_net
     from machine.cleanup import processes_in_our_netns
