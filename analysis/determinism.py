@@ -4,7 +4,9 @@ For every run the campaigns share: the short flow's FCT (to the nanosecond the c
 keeps), its losses and retransmissions, the long flow's figures, and then every file of the
 run byte for byte. Files that carry the wall clock of the machine that ran them are named
 apart (WALL_CLOCK_FILES): on the virtual clock even those are the guest's, so they are
-expected to match too, and a difference there is reported like any other.
+expected to match too, and a difference there is reported like any other. A meta.json is
+compared without the fields the host adds as it unpacks a guest's run (results/export.
+HOST_META: the cluster's job and node), which say where the run ran, not what it did.
 
 `python -m analysis.determinism DIR_A DIR_B [DIR_C …]` prints the comparison; exit 1 when
 a figure differs.
@@ -17,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from results import schema
+from results import export, schema
 
 FIGURES = (("short", "fct_s"), ("short", "lost_pkts"), ("short", "retx_pkts"), ("short", "bytes"),
            ("long", "lost_pkts"), ("long", "retx_pkts"), ("long", "bytes"))
@@ -30,6 +32,9 @@ def _figure(metrics: dict, path: tuple[str, str]):
 
 
 def _digest(p: Path) -> str:
+    if p.name == schema.META_FILE:
+        doc = {k: v for k, v in json.loads(p.read_text()).items() if k not in export.HOST_META}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 

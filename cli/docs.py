@@ -87,7 +87,9 @@ def results_page() -> str:
     out = [f"# Result files\n\nA campaign directory holds `{schema.CAMPAIGN_FILE}`, one directory per run "
            f"(`{schema.META_FILE}`, `{schema.METRICS_FILE}`, the captures), `{schema.NETWORKS_DIR}/`, "
            f"`{schema.SUMMARY_CSV}`, `{schema.FIGURES_CSV}`, `{schema.SUMMARY_JSON}`, `{schema.REPORT_HTML}`, "
-           f"`{schema.REPORT_MD}` and `{schema.PLOTS_DIR}/`. A run being written ends in `{schema.PARTIAL_SUFFIX}`, "
+           f"`{schema.REPORT_MD}` and `{schema.PLOTS_DIR}/`; on the virtual clock also `{schema.GUESTS_DIR}/` (each "
+           f"run's guest: its log and statistics), and `{schema.NETWORKS_DIR}/` names each network by the run "
+           f"its guest carried. A run being written ends in `{schema.PARTIAL_SUFFIX}`, "
            f"a failed one in `{schema.FAILED_SUFFIX}`.\n",
            f"## `{schema.META_FILE}` (result format {schema.FORMAT})\n\nOlder formats are upgraded on load.\n",
            _table(["key", "holds"], [[f"`{k}`", v] for k, v in schema.META_FIELDS.items()]),

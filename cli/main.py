@@ -120,25 +120,19 @@ def cmd_fidelity(args) -> int:
     require_root()
     profile = get_profile(args.profile)
     shaper = from_cli(args.shaper) if args.shaper else default_for([profile])
+    cpu0 = clock.cpu_times()
     if profile.is_trace:
         from scenarios.trace_fidelity import measure_trace, print_trace_result
-        result = measure_trace(profile, delay_backend=args.delay_backend, shaper=shaper,
-                               tuning=FIXED if args.tuning == "fixed" else None)
+        result = _guest_cpu_over(measure_trace(profile, delay_backend=args.delay_backend, shaper=shaper,
+                                               tuning=FIXED if args.tuning == "fixed" else None), cpu0)
         if args.json:
             emit_json(result)
         else:
             print_trace_result(result)
         return 0 if result["ok"] else 1
-    cpu0 = clock.cpu_times()
     try:
-        result = measure(profile, delay_backend=args.delay_backend, pings=args.pings, shaper=shaper,
-                         tuning=FIXED if args.tuning == "fixed" else None)
-        if clock.is_virtual():            # in the guest: its CPU over the whole check, in guest time
-            result["guest_cpu"] = clock.guest_cpu(cpu0, clock.cpu_times())
-            saturated = clock.saturation_flags(result["guest_cpu"]["busy_fraction"])
-            if saturated:
-                result["ok"] = False
-                result["explanation"] = "; ".join(filter(None, [result.get("explanation"), *saturated]))
+        result = _guest_cpu_over(measure(profile, delay_backend=args.delay_backend, pings=args.pings, shaper=shaper,
+                                         tuning=FIXED if args.tuning == "fixed" else None), cpu0)
     except RuntimeError as exc:
         # A witness that failed outright (pings unanswered, a stream that died) is a verdict
         # on this host or emulator, with its reason: never a traceback without JSON.
@@ -154,6 +148,18 @@ def cmd_fidelity(args) -> int:
     else:
         print_result(result)
     return 0 if result["ok"] else 1
+
+
+def _guest_cpu_over(result: dict, cpu0: tuple[int, int]) -> dict:
+    """In the virtual clock's guest, a fidelity result gets the guest CPU's busy fraction over
+    the whole check (in guest time); a saturated CPU fails it, the same way on every host."""
+    if clock.is_virtual():
+        result["guest_cpu"] = clock.guest_cpu(cpu0, clock.cpu_times())
+        saturated = clock.saturation_flags(result["guest_cpu"]["busy_fraction"])
+        if saturated:
+            result["ok"] = False
+            result["explanation"] = "; ".join(filter(None, [result.get("explanation"), *saturated]))
+    return result
 
 
 def cmd_list(args) -> int:
@@ -339,7 +345,8 @@ def cmd_run(args) -> int:
     if args.clock == "virtual":
         from cli.virtual import run_campaign_virtual
         if args.lanes != "1" or args.reuse or args.only:
-            raise UserError("--clock virtual runs a campaign in one guest: without --lanes, --reuse or --only")
+            raise UserError("--clock virtual runs each run in a guest of its own, as many at once as the CPUs: "
+                            "without --lanes, --reuse or --only")
         path, stats = run_campaign_virtual(args, sc, out)
         return finish(path, args.json, stats)
     if args.lane is not None:                  # one worker of `--lanes`: run, report to the parent
@@ -586,7 +593,7 @@ def _clock_options(p: argparse.ArgumentParser, default: str | None = clock.REAL)
                         "figures however busy the host")
     p.add_argument("--seed", type=int, help="virtual clock: the guest's seed (default: the scenario's; 1 for fidelity)")
     p.add_argument("--kernel", default="6.1", help="virtual clock: the guest's stock kernel, 6.1 or 6.12 (default 6.1)")
-    p.add_argument("--timeout-s", type=float, default=6 * 3600, help="virtual clock: wall-time bound of the guest")
+    p.add_argument("--timeout-s", type=float, default=6 * 3600, help="virtual clock: wall-time bound of each guest")
 
 
 def build_parser() -> argparse.ArgumentParser:

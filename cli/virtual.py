@@ -1,8 +1,9 @@
 """`--clock virtual`: a command's emulation in a guest on the virtual clock (machine/vm/icount.py).
 
 The host prepares (the image, the guest kernel's BPF objects, a bundle of this checkout with
-the job), boots one guest, and unpacks each run the guest exports as it arrives, so a killed
-guest loses no finished run. What needs no emulation (the summary, the report) is done on the
+the job), boots a fresh guest for every run of a campaign (one for a fidelity check, a
+kernel's cells or a group of tests), and unpacks each run a guest exports as it arrives, so
+a killed guest loses no finished run. What needs no emulation (the summary, the report) is done on the
 host afterwards, where the CPU is not the guest's.
 """
 from __future__ import annotations
@@ -14,6 +15,8 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from machine.errors import UserError
@@ -124,44 +127,114 @@ def _in_checkout(path: Path, what: str) -> Path:
     return path
 
 
+def run_job(selection: list[str], run_id: str, delay_backend: str) -> str:
+    """The job of one run's guest: the command's selection and the run, nothing of the other
+    runs of the campaign or the batch, so that its guest is the same whoever asks for it."""
+    only = "/run/startlab-only.txt"
+    # --delay-backend auto is the guest kernel's netem there (links/delay.py)
+    return (f"printf '%s\\n' {shlex.quote(run_id)} > {only}\n"
+            f"{PY} {RUN} {' '.join(map(shlex.quote, selection))} "
+            f"--out {GUEST_CAMPAIGN} --only {only} --delay-backend {delay_backend}\n")
+
+
 def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None = None,
                          only: set[str] | None = None, files_dest: Path | None = None) -> tuple[Path, dict]:
-    """`run SCENARIO --clock virtual`: the campaign (or the runs in `only`) in one guest;
-    returns (campaign, stats). `selection` is the guest's run.py command that names the
-    campaign's scenario (default: `run SCENARIO` with the command line's overrides; nightly
-    names its entry instead). A cluster's task keeps the guest's campaign files (networks,
-    stats, log) in its own `files_dest`."""
-    from scenarios.runner import open_campaign, select_runs
+    """`run SCENARIO --clock virtual`: each run of the campaign (or of `only`) in a guest of
+    its own, booted fresh, icount.guests_at_once() side by side; returns (campaign, stats).
+
+    A fresh boot is the fixed state before every run: a run's figures then depend on the
+    checkout, the command's selection, the run and its seed, and not on which runs went
+    before it in the same guest (two runs of one guest start from different states: the
+    instance's name, the guest's uptime) nor on how a cluster batched them. The guest's
+    seed is the run's own (icount.run_seed), so repetitions differ. `selection` is the
+    guest's run.py command that names the campaign's scenario (default: `run SCENARIO` with
+    the command line's overrides; nightly names its entry instead). Each guest's log and
+    stats stay in `files_dest`/guests/RUN (a cluster's task has its own `files_dest`)."""
+    from results import schema
+    from scenarios.progress import Progress
+    from scenarios.runner import MAX_CONSECUTIVE_FAILURES, open_campaign, select_runs
     vm_image.parse_kernels(args.kernel)          # a bad name before any directory is made
     if selection is None:
         selection = ["run", str(_in_checkout(Path(sc.path), "a scenario")), *run_args(args)]
     campaign = open_campaign(sc, out)
     runs = select_runs(sc, only)
     todo = [r.run_id for r in runs if not campaign.is_done(r.run_id)]
+    stats = {"runs": len(runs), "skipped": len(runs) - len(todo), "failed": [], "overhead_s": 0.0,
+             "traffic_s": 0.0, "network_setup_s": 0.0, "network_teardown_s": 0.0, "wall_s": 0.0}
     if not todo:
-        return campaign.path, {"runs": len(runs), "skipped": len(runs), "failed": [], "wall_s": 0.0}
-    guest_only = "/run/startlab-only.txt"
-    # --delay-backend auto is the guest kernel's netem there (links/delay.py)
-    job = (f"printf '%s\\n' {' '.join(shlex.quote(t) for t in todo)} > {guest_only}\n"
-           f"{PY} {RUN} {' '.join(map(shlex.quote, selection))} "
-           f"--out {GUEST_CAMPAIGN} --only {guest_only} --delay-backend {args.delay_backend}\n")
-    seed = args.seed if args.seed is not None else sc.seed
+        return campaign.path, stats
     files_dest = files_dest or campaign.path
-    b, _ = run_in_guest(job, seed, args.kernel, campaign.path, args.timeout_s,
-                        progress=lambda m: print(m, file=sys.stderr), files_dest=files_dest)
-    stats_file = files_dest / "guest-stats.json"
-    if not stats_file.is_file():
-        tail = (files_dest / "guest.log").read_text(errors="replace").strip().splitlines()[-12:]
-        raise UserError(f"the guest's campaign exited {b.rc} before its end:\n  " + "\n  ".join(tail))
-    stats = json.loads(stats_file.read_text())
-    stats["virtual_clock"] = {"guest_s": b.guest_s, "wall_s": b.wall_s, "boot_wall_s": b.boot_s, "exit": b.rc}
-    stats["wall_s"] = b.wall_s
+    seed = args.seed if args.seed is not None else sc.seed
+    prepare(args.kernel, lambda m: print(m, file=sys.stderr))     # once, before the guests share it
+    at_once = min(len(todo), icount.guests_at_once())
+    print(f"virtual clock: {len(todo)} runs, each in a fresh guest, {at_once} at a time "
+          f"(kernel {args.kernel}, seed {seed})", file=sys.stderr)
+
+    def one(run_id: str) -> tuple[str, icount.VirtualBoot, Path]:
+        own = files_dest / schema.GUESTS_DIR / run_id
+        shutil.rmtree(own, ignore_errors=True)
+        b, _ = run_in_guest(run_job(selection, run_id, args.delay_backend), icount.run_seed(seed, run_id),
+                            args.kernel, campaign.path, args.timeout_s, progress=lambda m: None, files_dest=own)
+        return run_id, b, own
+
+    progress = Progress(len(runs), len(runs) - len(todo))
+    guest_s = boot_wall_s = 0.0
+    in_a_row = 0
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        pending = [pool.submit(one, r) for r in todo]
+        try:
+            for done in as_completed(pending):
+                run_id, b, own = done.result()
+                failed = _merge_guest(own, run_id, files_dest, stats)
+                in_a_row = in_a_row + 1 if failed else 0
+                if in_a_row >= MAX_CONSECUTIVE_FAILURES:
+                    raise UserError(f"{in_a_row} runs in a row failed; last: {stats['failed'][-1]['error']}")
+                guest_s += b.guest_s or 0.0
+                boot_wall_s += b.boot_s or 0.0
+                progress.advance()
+                progress.show(f"{run_id} ({b.guest_s} guest s in {b.wall_s:.0f} s wall)")
+        except BaseException:
+            for f in pending:
+                f.cancel()                   # those not started; a running guest ends its job
+            raise
+        finally:
+            progress.close()
+    stats["wall_s"] = time.monotonic() - t0
+    stats["virtual_clock"] = {"guests": len(todo), "at_once": at_once, "guest_s": round(guest_s, 2),
+                              "boot_wall_s": round(boot_wall_s, 1), "wall_s": round(stats["wall_s"], 1)}
     return campaign.path, stats
 
 
+def _merge_guest(own: Path, run_id: str, files_dest: Path, stats: dict) -> bool:
+    """One run's guest, finished: its statistics added to the campaign's, its network's
+    record moved to the campaign's networks/ under the run's name (every fresh guest names
+    its network alike), its log and stats kept in `own`. True when its run failed."""
+    from results import schema
+    stats_file = own / "guest-stats.json"
+    if not stats_file.is_file():
+        tail = (own / "guest.log").read_text(errors="replace").strip().splitlines()[-12:]
+        raise UserError(f"the guest of {run_id} exited before its campaign's end:\n  " + "\n  ".join(tail))
+    got = json.loads(stats_file.read_text())
+    stats["failed"] += got.get("failed", [])
+    for key in ("overhead_s", "traffic_s", "network_setup_s", "network_teardown_s"):
+        stats[key] += got.get(key, 0.0)
+    nets = own / schema.NETWORKS_DIR
+    for i, net in enumerate(sorted(nets.iterdir()) if nets.is_dir() else []):
+        target = files_dest / schema.NETWORKS_DIR / (run_id if i == 0 else f"{run_id}-{i}")
+        shutil.rmtree(target, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(net, target)
+    shutil.rmtree(nets, ignore_errors=True)
+    for f in own.iterdir():              # the campaign's record, as the guest wrote it
+        if f.is_file() and f.name not in ("guest-stats.json", "guest.log"):
+            os.replace(f, files_dest / f.name)
+    return bool(got.get("failed"))
+
+
 def nightly_runner(args, config_path: Path):
-    """`nightly --clock virtual`: each scenario of the night in its own guest, which runs
-    the entry of the same nightly configuration (its inline variants included)."""
+    """`nightly --clock virtual`: each run of the night's scenarios in a fresh guest, which
+    runs the entry of the same nightly configuration (its inline variants included)."""
     config = _in_checkout(Path(config_path), "the nightly configuration")
 
     def run(entry, night: Path) -> tuple[Path, dict]:

@@ -4,9 +4,10 @@
 Ansible provisions; Slurm schedules. This module reads the inventory and the hosts' facts
 (cores, host names, addresses, whether systemd runs), writes the cluster's slurm.conf with
 machine/slurm.config, the one place that writes one, and hands it to playbooks/cluster.yml,
-which installs startlab and Slurm's packages on every host, puts the configuration and
-munge's key in place and starts the daemons. The controller is the inventory's first host
-of the group `slurm_controller`, else its first host; every host is a node.
+which installs Slurm's packages on every host (site.yml has made each a testbed), puts the
+configuration and munge's key in place and starts the daemons. The controller is the
+inventory's first host of the group `slurm_controller`, else its first host; every host is a
+node.
 
 The key is made here once per cluster and kept in CLUSTERS_DIR, so running `fleet up` again
 (a host added, one replaced) keeps the cluster's credentials.
@@ -129,8 +130,11 @@ def _adhoc(inventory: Path, hosts: str, command: str) -> dict[str, str]:
                         "-a", command], capture_output=True, text=True, env=ansible_env())
     out = {}
     for line in r.stdout.splitlines():
+        # One line per host with -o: "HOST | CHANGED | rc=0 | (stdout) OUTPUT"; a command
+        # that ran is CHANGED, one that failed or a host unreachable is not.
         host, _, rest = line.partition(" | ")
-        if "(stdout)" in rest and " | CHANGED | " in f" | {rest}":
+        status, _, rest = rest.partition(" | ")
+        if status == "CHANGED" and "(stdout)" in rest:
             out[host.strip()] = rest.split("(stdout)", 1)[1].strip().replace("\\n", "\n")
     return out
 
@@ -176,14 +180,14 @@ def up(inventory: Path, name: str = "startlab", provision_hosts: bool = True, pr
         work = Path(tmp)
         progress(f"facts of {len(inv.hosts)} hosts …")
         p = plan(inv, gather_facts(inventory, work), name)
-        log = munge_key(name).parent / "ansible.log"
+        key = munge_key(name)
+        log = key.parent / "ansible.log"
         log.write_text("")
         if provision_hosts:
             progress("provisioning every host (playbooks/site.yml) …")
             provision(inventory, p, log)
         extra = {"slurm_conf": p.config, "cgroup_conf": slurm.cgroup_config() if p.cgroups else "",
-                 "munge_key": str(munge_key(name)), "slurm_controller": p.controller,
-                 "startlab_checkout": str(binaries.REPO)}
+                 "munge_key": str(key), "slurm_controller": p.controller}
         (work / "vars.json").write_text(json.dumps(extra))
         progress(f"playbooks/cluster.yml: controller {p.controller}, nodes "
                  f"{', '.join(f'{n.name} ({n.cpus} CPUs)' for n in p.nodes.values())} …")

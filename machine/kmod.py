@@ -73,8 +73,9 @@ def btf_ids_resolved(ko: Path) -> bool:
 def _shadow_tree(headers: Path, btf: Path, root: Path, where: Path) -> Path:
     """An object tree of symlinks to `headers`' entries, with the kernel's BTF as its
     vmlinux: kbuild's step for module BTF runs only when the object tree has a vmlinux with
-    BTF, and Debian's headers have none. Debian's headers Makefile includes the common part by its absolute path,
-    which, for headers unpacked under `root`, is rewritten to point there."""
+    BTF, and Debian's headers have none. Debian's headers Makefile includes the common part
+    by its absolute path, which, for headers unpacked under `root`, is rewritten to point
+    there."""
     tree = where / "objtree"
     tree.mkdir()
     for entry in headers.iterdir():

@@ -9,12 +9,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def git_revision() -> str | None:
+def git_revision(checkout: Path = ROOT) -> str | None:
     """HEAD's commit, with '-dirty' when tracked files differ from it."""
     try:
-        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+        rev = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -27,8 +27,8 @@ def git_revision() -> str | None:
 def provenance() -> dict:
     from machine.capabilities import tool_versions
     # `host` names the testbed (a cluster's node on the real clock; on the virtual clock the
-    # guest, and `slurm` the node); `git_rev` may come from the environment where the code
-    # has no history.
+    # guest, and `slurm` the node); `git_rev` comes from the environment where the code has
+    # no history: the virtual clock's guest runs a bundle of the files (machine/vm/icount.py).
     return {"git_rev": os.environ.get("STARTLAB_GIT_REV") or git_revision(), "kernel": os.uname().release,
             "machine": os.uname().nodename, "host": os.uname().nodename,
             "cpus": os.cpu_count(), "tools": tool_versions(),

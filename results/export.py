@@ -21,6 +21,9 @@ from results.schema import META_FILE
 MAGIC = b"startlab-export"
 # The record of a campaign's own files (campaign.json, networks/, …), merged into its top.
 CAMPAIGN_FILES = ".campaign-files"
+# The fields the host adds to a run's meta.json as it unpacks it (`meta_extra`): where the run
+# ran (a cluster's job, task and node), which the guest does not see.
+HOST_META = ("slurm",)
 
 
 def _tar(path: Path) -> bytes:
@@ -82,6 +85,7 @@ def unpack(name: str, data: bytes, dest: Path, meta_extra: dict | None = None) -
                 raise ValueError(f"export record {name!r}: refused member {member.name!r}")
         tar.extractall(tmp)
     meta = tmp / META_FILE
+    assert set(meta_extra or ()) <= set(HOST_META), meta_extra
     if meta_extra and meta.is_file():
         meta.write_text(json.dumps({**json.loads(meta.read_text()), **meta_extra}, indent=1, default=str) + "\n")
     if final.exists():

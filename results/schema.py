@@ -30,6 +30,7 @@ ERROR_FILE = "error.txt"
 PARTIAL_SUFFIX = ".partial"      # a run being written; never counts
 FAILED_SUFFIX = ".failed"        # a run that failed; kept for inspection
 NETWORKS_DIR = "networks"        # one directory per network built, with its emulator figures
+GUESTS_DIR = "guests"            # on the virtual clock: one directory per run's guest, its log and statistics
 SUMMARY_CSV, SUMMARY_JSON, FIGURES_CSV = "summary.csv", "summary.json", "figures.csv"
 REPORT_HTML, REPORT_MD, PLOTS_DIR = "report.html", "report.md", "plots"
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_nothing_left
+from conftest import ROOT  # noqa: E402
+from leftovers import assert_nothing_left  # noqa: E402
 from machine import registry
 
 pytestmark = [pytest.mark.root]

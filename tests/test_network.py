@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_nothing_left, leftovers
+from conftest import ROOT  # noqa: E402
+from leftovers import assert_nothing_left, leftovers  # noqa: E402
 from timing import timing_check
 from hosts.apps import Iperf3Server
 from hosts.process import NodeProcess

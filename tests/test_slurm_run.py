@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_nothing_left, our_processes
+from conftest import ROOT  # noqa: E402
+from leftovers import assert_nothing_left, our_processes  # noqa: E402
 from machine.slurm import LocalCluster, cluster_processes
 
 pytestmark = [pytest.mark.root]

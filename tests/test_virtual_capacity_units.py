@@ -47,3 +47,18 @@ def test_two_measurements_storing_at_once_keep_every_entry(tmp_path):
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
     assert len(capacity.load(tmp_path, "6.12")) == 120
+
+
+def test_every_fidelity_check_in_the_guest_gets_the_guest_cpu_and_a_saturated_one_fails(monkeypatch):
+    """Trace links' checks too (they once carried no figure, so the table could not say
+    what they cost the guest's CPU)."""
+    from cli import main
+    from machine import clock
+    monkeypatch.setattr(clock, "is_virtual", lambda: True)
+    monkeypatch.setattr(clock, "cpu_times", lambda: (50, 100))
+    calm = main._guest_cpu_over({"ok": True}, (40, 0))
+    assert calm["ok"] and calm["guest_cpu"]["busy_fraction"] == 0.1
+    busy = main._guest_cpu_over({"ok": True, "explanation": None}, (0, 50))
+    assert not busy["ok"] and "guest's CPU was busy 100%" in busy["explanation"]
+    monkeypatch.setattr(clock, "is_virtual", lambda: False)
+    assert "guest_cpu" not in main._guest_cpu_over({"ok": True}, (0, 0))

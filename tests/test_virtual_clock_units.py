@@ -141,6 +141,8 @@ def test_the_same_files_make_the_same_bundle_byte_for_byte(tmp_path: Path) -> No
     (co / "run.py").write_text("print('hi')\n")
     subprocess.run(["git", "init", "-q", str(co)], check=True)
     subprocess.run(["git", "-C", str(co), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(co), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x"],
+                   check=True)
     bpf = tmp_path / "bpf"
     bpf.mkdir()
     (bpf / "vmlinux.h").write_text("/* btf */\n")
@@ -153,6 +155,12 @@ def test_the_same_files_make_the_same_bundle_byte_for_byte(tmp_path: Path) -> No
         images.append(img.read_bytes())
     assert images[0] == images[1]
     assert len(images[0]) % icount.ALIGN == 0
+    # The bundle has no history: it carries the checkout's revision for the runs' meta.json.
+    rev = subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    (tmp_path / "b.ext4").write_bytes(images[0])
+    carried = subprocess.run(["debugfs", "-R", f"cat /{icount.BUNDLE_DIR}/git_rev", str(tmp_path / "b.ext4")],
+                             capture_output=True, text=True).stdout
+    assert carried == rev
 
 
 def test_clean_removes_the_scratch_of_a_dead_boot_and_keeps_a_live_ones(tmp_path: Path, monkeypatch) -> None:
@@ -168,3 +176,29 @@ def test_clean_removes_the_scratch_of_a_dead_boot_and_keeps_a_live_ones(tmp_path
     removed = cleanup.remove_dead_vm_scratch()
     assert removed == [f"virtual clock scratch {dead}"]
     assert not dead.exists() and live.exists() and other.exists()
+
+
+def test_a_runs_guest_seed_is_its_own_and_the_same_every_time() -> None:
+    a = icount.run_seed(1, "dsl-slow_200KB_cubic-iw10_r01")
+    assert a == icount.run_seed(1, "dsl-slow_200KB_cubic-iw10_r01")
+    # Repetitions, and the same run under another campaign seed, draw other randomness.
+    assert a != icount.run_seed(1, "dsl-slow_200KB_cubic-iw10_r02")
+    assert a != icount.run_seed(2, "dsl-slow_200KB_cubic-iw10_r01")
+    assert 0 <= a < 2 ** 31
+
+
+def test_a_runs_guest_job_names_that_run_alone() -> None:
+    """The job is the same whatever else the campaign, its batch or its cluster task holds:
+    the guest, and with it the run's figures, then are too."""
+    from cli.virtual import run_job
+    selection = ["run", "/co/scenarios/smoke.yaml", "--profiles", "dsl-slow"]
+    job = run_job(selection, "dsl-slow_200KB_reno-iw3_r01", "auto")
+    assert job == run_job(list(selection), "dsl-slow_200KB_reno-iw3_r01", "auto")
+    assert "dsl-slow_200KB_reno-iw3_r01" in job and "cubic" not in job
+    assert "--profiles dsl-slow" in job and "--delay-backend auto" in job
+
+
+def test_guests_side_by_side_are_at_most_the_cpus_this_process_may_use() -> None:
+    import os
+    n = icount.guests_at_once()
+    assert 1 <= n <= len(os.sched_getaffinity(0))

@@ -22,6 +22,7 @@ and random UUIDs), so identity across machines is not claimed.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Callable
 
 from machine import binaries, registry
+from machine.provenance import git_revision
 from machine.errors import UserError
 from machine.vm.image import Image, Kernel
 from machine.vm import qemu
@@ -60,6 +62,22 @@ EXIT_PREFIX = "startlab-job: exit "
 def qemu_version() -> str:
     out = subprocess.run([QEMU, "--version"], capture_output=True, text=True).stdout
     return out.splitlines()[0].removeprefix("QEMU emulator version ").strip() if out else "unknown"
+
+
+def run_seed(seed: int, run_id: str) -> int:
+    """QEMU's `-seed` for the guest of one run: from the campaign's seed and the run's name,
+    so a run's guest draws the same randomness every time (TCP's initial sequence numbers
+    among it) and two repetitions draw different ones."""
+    return int.from_bytes(hashlib.sha256(f"{seed}/{run_id}".encode()).digest()[:4], "big") >> 1
+
+
+def guests_at_once() -> int:
+    """Guests booted side by side: one per CPU this process may use (a QEMU guest is one
+    thread; a cluster's task has one CPU), no more than the memory holds at MEMORY_MB each."""
+    from machine.cpuset import own_cpus
+    available_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                         if line.startswith("MemAvailable:")), 0)
+    return max(1, min(len(own_cpus()), available_kb // 1024 // MEMORY_MB))
 
 
 def clock_record(image: Image, kernel: Kernel, seed: int, shift: int = SHIFT) -> dict:
@@ -151,6 +169,7 @@ def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | N
     shutil.copy2(BOOT_SCRIPT, extra / "boot.sh")
     (extra / "job.sh").write_text(job)
     (extra / "clock.json").write_text(json.dumps(clock, sort_keys=True))
+    (extra / "git_rev").write_text(git_revision(checkout) or "unknown")   # the bundle has no history
     subprocess.run(["/usr/bin/python3", "-m", "compileall", "-q", "-j0", "--invalidation-mode",
                     "unchecked-hash", "-s", str(stage), "-p", str(checkout), str(stage)],
                    capture_output=True)

@@ -33,7 +33,7 @@ STARTLAB_EXPORT=$(port startlab.runs)
 # The BPF objects the host built against this kernel, where build.sh may take its lock.
 mkdir -p /run/startlab-bpf && cp -a "$here/bpf/." /run/startlab-bpf/ 2>/dev/null
 export STARTLAB_EXPORT STARTLAB_BPF_OUT=/run/startlab-bpf STARTLAB_CLOCK_FILE="$here/clock.json" STARTLAB_TOOLS="$here/tools" \
-  PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1 HOME=/root STARTLAB_NO_REEXEC=1
+  PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1 HOME=/root STARTLAB_NO_REEXEC=1 STARTLAB_GIT_REV="$(cat "$here/git_rev")"
 echo "startlab-guest: job from uptime $(cut -d' ' -f1 /proc/uptime) s" >&3
 cd /run && sh "$here/job.sh" >&3 2>&3
 rc=$?

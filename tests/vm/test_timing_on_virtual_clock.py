@@ -3,49 +3,46 @@ runs in a guest under QEMU's instruction-counted time (cli/virtual.pytest_in_gue
 a release time, a rate or a first flight has one outcome whatever this host does. The host
 run of the suite deselects them (tests/conftest.py).
 
-The group is dealt over GUESTS guests booted side by side, one per core: a guest is one
-QEMU thread, so one guest leaves every other core idle, and a guest's figures do not depend
-on what runs beside it (only its wall time does). Whole modules are dealt, by their number
-of tests (largest first, each to the lightest guest), so a module's fixtures are set up
-once; the dealing depends on the checkout alone, so a failure is reproduced by running the
-same guest's modules again. A boot costs about half a minute of wall time, so the group is
-not split further. The guests run Debian's 6.12 kernel: 6.1 caps a connection's first
-receive window at 64 KB (lifted in 6.11), which stalls every first flight these tests time
-(measured in a 6.1 guest: Jump Start's client advertised 65536 bytes where the test needs
-the whole 150 KB object). Their JUnit XML comes back over the export port; a failure here
-names each failed test with the guest's message, and a skip counts as a failure, because
-every test of the group can run in the guest.
+The group is dealt into SHARES guests (tests/vm/conftest.py runs the step's guests side by
+side, one per core). Whole modules are dealt, by their number of tests (largest first, each
+to the lightest guest), so a module's fixtures are set up once; the dealing depends on the
+checkout alone, so a failure is reproduced by running the same guest's modules again. A
+boot costs about half a minute of wall time, so the group is not split further. The guests
+run Debian's 6.12 kernel: 6.1 caps a connection's first receive window at 64 KB (lifted in
+6.11), which stalls every first flight these tests time (measured in a 6.1 guest: Jump
+Start's client advertised 65536 bytes where the test needs the whole 150 KB object). Their
+JUnit XML comes back over the export port; a failure here names each failed test with the
+guest's message, and a skip counts as a failure, because every test of the group can run in
+the guest.
 """
 from __future__ import annotations
 
-import os
 import re
 import sys
 import xml.etree.ElementTree as ET
-from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "vm"))
 
-from conftest import assert_nothing_left, vm_leftovers  # noqa: E402
-
-KERNEL = "6.12"
-
-
+from jobs import Job  # noqa: E402
 
 KERNEL = "6.12"
-# One guest per core, at most two: the group is about 300 guest seconds, and a third boot
-# would cost more than a third share saves.
-GUESTS = max(1, min(2, os.cpu_count() or 1))
+# Two shares, one per core of a 2-core machine: the group is about 330 guest seconds, and a
+# third boot would cost more than a third share saves. The count is fixed, not the host's,
+# so that every host deals the same modules together.
+SHARES = 2
 GBN_MODULE = "tests/test_faststart_gbn.py"
+# Measured on an idle 2-core machine here: about 25 s of wall time per test function of a
+# share (two shares of 34: 853 s and 682 s). It only orders the step's jobs.
+WALL_S_PER_TEST = 25
 
 
 class Stopped(Exception):
-    """The guests were told to stop (the module's tests ended early, e.g. on Ctrl-C)."""
+    """The guests were told to stop (the step's tests ended early, e.g. on Ctrl-C)."""
 
 
 def virtual_clock_modules() -> list[str]:
@@ -54,21 +51,23 @@ def virtual_clock_modules() -> list[str]:
                   if "pytest.mark.virtual_clock" in p.read_text())
 
 
+def count_tests(module: str) -> int:
+    return len(re.findall(r"^def test_", (ROOT / module).read_text(), re.M))
+
+
 def deal(modules: list[str], guests: int) -> list[list[str]]:
     """`modules` dealt over `guests`, largest first (by number of tests), each to the guest
     with the fewest tests so far: the checkout alone decides who runs what."""
-    def tests(m: str) -> int:
-        return len(re.findall(r"^def test_", (ROOT / m).read_text(), re.M))
     hands: list[list[str]] = [[] for _ in range(guests)]
     load = [0] * guests
-    for m in sorted(modules, key=lambda m: (-tests(m), m)):
+    for m in sorted(modules, key=lambda m: (-count_tests(m), m)):
         i = load.index(min(load))
         hands[i].append(m)
-        load[i] += tests(m)
+        load[i] += count_tests(m)
     return [sorted(h) for h in hands if h]
 
 
-def guest_outcomes(modules: list[str], tmp_path: Path, kernel: str, name: str = "guest",
+def guest_outcomes(modules: list[str], kernel: str, name: str, tmp_path: Path,
                    stop=None) -> tuple[dict[str, str], str, object]:
     """Each test's outcome in a guest of `kernel` ("passed", or what went wrong), the
     guest's pytest output and the boot. Its progress lines start with `name`."""
@@ -96,38 +95,16 @@ def guest_outcomes(modules: list[str], tmp_path: Path, kernel: str, name: str = 
     return outcome, output, boot
 
 
-@pytest.fixture(scope="module")
-def guests(tmp_path_factory) -> dict[str, Future]:
-    """Every guest of this module, started at once, GUESTS at a time: the 6.12 group's
-    shares first, then fs-gbn's wire test on 6.1. Each is a future of guest_outcomes."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root (run the suite with sudo)")
-    from cli.virtual import prepare
-    import threading
-    modules = virtual_clock_modules()
-    assert modules, "no test module is marked virtual_clock"
-    assert_nothing_left()
-    hands = deal(modules, GUESTS)
-    jobs = {f"6.12 guest {i + 1} of {len(hands)}": (hand, KERNEL) for i, hand in enumerate(hands)}
-    jobs["6.1 fs-gbn"] = ([GBN_MODULE], "6.1")
-    for kernel in sorted({k for _, k in jobs.values()}):    # built once, before guests share it
-        prepare(kernel, lambda m: sys.stderr.write(m + "\n"))
-    stop = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=GUESTS)
-    futures = {name: pool.submit(guest_outcomes, mods, tmp_path_factory.mktemp(re.sub(r"\W+", "-", name)),
-                                 kernel, name, stop)
-               for name, (mods, kernel) in jobs.items()}
-    try:
-        yield futures
-    finally:
-        stop.set()                          # a guest still running is stopped by its watch
-        pool.shutdown(wait=True)
-    assert vm_leftovers() == []
-    assert_nothing_left()
+HANDS = deal(virtual_clock_modules(), SHARES)
+SHARE_JOBS = [f"{KERNEL} share {i + 1} of {len(HANDS)}" for i in range(len(HANDS))]
+JOBS = {name: Job(partial(guest_outcomes, hand, KERNEL, name), (KERNEL,),
+                  WALL_S_PER_TEST * sum(count_tests(m) for m in hand))
+        for name, hand in zip(SHARE_JOBS, HANDS)}
+JOBS["6.1 fs-gbn"] = Job(partial(guest_outcomes, [GBN_MODULE], "6.1", "6.1 fs-gbn"), ("6.1",), 122)
 
 
-def test_the_timing_tests_pass_on_the_virtual_clock(guests: dict[str, Future]) -> None:
-    results = {name: f.result() for name, f in guests.items() if name.startswith(KERNEL)}
+def test_the_timing_tests_pass_on_the_virtual_clock(guests: dict) -> None:
+    results = {name: guests[name].result() for name in SHARE_JOBS}
     outcome = {k: v for o, _, _ in results.values() for k, v in o.items()}
     counted = sum(int(m.group(1)) for _, out, _ in results.values()
                   for m in [re.search(r"timing assertions: (\d+) on the virtual clock", out)] if m)
@@ -139,7 +116,7 @@ def test_the_timing_tests_pass_on_the_virtual_clock(guests: dict[str, Future]) -
     assert counted > 0, "no timing assertion ran on the virtual clock"
 
 
-def test_fast_starts_recovery_from_multiple_losses_on_debian_12s_kernel(guests: dict[str, Future]) -> None:
+def test_fast_starts_recovery_from_multiple_losses_on_debian_12s_kernel(guests: dict) -> None:
     """The kernel module of fs-gbn (hosts/kmod) is built for each kernel it runs on: its
     wire test runs on 6.1 as well (6.12 runs it with the group above)."""
     outcome, _, boot = guests["6.1 fs-gbn"].result()
