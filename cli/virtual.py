@@ -22,7 +22,8 @@ from pathlib import Path
 from machine.errors import UserError
 from machine.vm import icount
 from machine.vm import image as vm_image
-from results import export
+from results import export, schema
+from scenarios.stats import add_stats, new_stats
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_KERNEL = "6.1"
@@ -150,7 +151,6 @@ def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None
     guest's run.py command that names the campaign's scenario (default: `run SCENARIO` with
     the command line's overrides; nightly names its entry instead). Each guest's log and
     stats stay in `files_dest`/guests/RUN (a cluster's task has its own `files_dest`)."""
-    from results import schema
     from scenarios.progress import Progress
     from scenarios.runner import MAX_CONSECUTIVE_FAILURES, open_campaign, select_runs
     vm_image.parse_kernels(args.kernel)          # a bad name before any directory is made
@@ -159,8 +159,7 @@ def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None
     campaign = open_campaign(sc, out)
     runs = select_runs(sc, only)
     todo = [r.run_id for r in runs if not campaign.is_done(r.run_id)]
-    stats = {"runs": len(runs), "skipped": len(runs) - len(todo), "failed": [], "overhead_s": 0.0,
-             "traffic_s": 0.0, "network_setup_s": 0.0, "network_teardown_s": 0.0, "wall_s": 0.0}
+    stats = new_stats(len(runs), len(todo))
     if not todo:
         return campaign.path, stats
     files_dest = files_dest or campaign.path
@@ -195,8 +194,7 @@ def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None
                 progress.advance()
                 progress.show(f"{run_id} ({b.guest_s} guest s in {b.wall_s:.0f} s wall)")
         except BaseException:
-            for f in pending:
-                f.cancel()                   # those not started; a running guest ends its job
+            pool.shutdown(cancel_futures=True)   # those not started; a running guest ends its job
             raise
         finally:
             progress.close()
@@ -210,15 +208,12 @@ def _merge_guest(own: Path, run_id: str, files_dest: Path, stats: dict) -> bool:
     """One run's guest, finished: its statistics added to the campaign's, its network's
     record moved to the campaign's networks/ under the run's name (every fresh guest names
     its network alike), its log and stats kept in `own`. True when its run failed."""
-    from results import schema
     stats_file = own / "guest-stats.json"
     if not stats_file.is_file():
         tail = (own / "guest.log").read_text(errors="replace").strip().splitlines()[-12:]
         raise UserError(f"the guest of {run_id} exited before its campaign's end:\n  " + "\n  ".join(tail))
     got = json.loads(stats_file.read_text())
-    stats["failed"] += got.get("failed", [])
-    for key in ("overhead_s", "traffic_s", "network_setup_s", "network_teardown_s"):
-        stats[key] += got.get(key, 0.0)
+    add_stats(stats, got)
     nets = own / schema.NETWORKS_DIR
     for i, net in enumerate(sorted(nets.iterdir()) if nets.is_dir() else []):
         target = files_dest / schema.NETWORKS_DIR / (run_id if i == 0 else f"{run_id}-{i}")

@@ -26,6 +26,7 @@ from machine.errors import UserError
 from results.campaign import Campaign
 from scenarios.progress import Progress
 from scenarios.spec import Run, Scenario
+from scenarios.stats import add_stats, new_stats
 
 LANES_DIR = "lanes"            # inside the campaign: each lane's run list, log and stats
 CPUS_PER_LANE = 2              # a lane's end hosts, routers and delay line share these
@@ -187,8 +188,7 @@ def _stop(workers: list[tuple[int, subprocess.Popen, Path]]) -> None:
 
 
 def _merge_stats(total: int, todo: int, workers, lane_dir: Path, wall_s: float) -> dict:
-    stats = {"runs": total, "skipped": total - todo, "failed": [], "overhead_s": 0.0, "traffic_s": 0.0,
-             "network_setup_s": 0.0, "network_teardown_s": 0.0, "wall_s": wall_s, "lanes": []}
+    stats = {**new_stats(total, todo), "wall_s": wall_s, "lanes": []}
     for k, proc, stats_file in workers:
         try:
             lane = json.loads(stats_file.read_text())
@@ -196,9 +196,7 @@ def _merge_stats(total: int, todo: int, workers, lane_dir: Path, wall_s: float) 
             tail = (lane_dir / f"lane-{k}.log").read_text(errors="replace")[-1500:]
             raise UserError(f"lane {k} stopped (exit {proc.returncode}) without finishing; its log "
                             f"({lane_dir / f'lane-{k}.log'}) ends:\n{tail}") from None
-        for key in ("overhead_s", "traffic_s", "network_setup_s", "network_teardown_s"):
-            stats[key] += lane.get(key, 0.0)
-        stats["failed"] += lane.get("failed", [])
+        add_stats(stats, lane)
         stats["lanes"].append({"lane": k, "runs": lane["runs"], "wall_s": lane.get("wall_s"),
                                "cpus": lane.get("cpus"), "exit": proc.returncode})
     return stats

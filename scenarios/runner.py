@@ -29,6 +29,7 @@ from results.campaign import Campaign
 from scenarios import hostcheck
 from scenarios.progress import Progress
 from scenarios.spec import Run, Scenario
+from scenarios.stats import new_stats
 from links import delay
 from links.hostfit import delay_flags
 from topologies.network import Network
@@ -260,8 +261,7 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
     runs = select_runs(sc, only)
     todo = [r for r in runs if not campaign.is_done(r.run_id)]
     progress = Progress(len(runs), len(runs) - len(todo))
-    stats = {"runs": len(runs), "skipped": len(runs) - len(todo), "failed": [], "overhead_s": 0.0,
-             "traffic_s": 0.0, "network_setup_s": 0.0, "network_teardown_s": 0.0}
+    stats = new_stats(len(runs), len(todo))
     scratch = scratch_dir(campaign.path)
     t_start = time.monotonic()
     profiles = {p.name: p for p in sc.profiles}

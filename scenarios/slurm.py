@@ -24,6 +24,7 @@ from results.store import read_json_or_none, write_json
 from scenarios.lanes import CPUS_PER_LANE, deal_runs
 from scenarios.progress import Progress
 from scenarios.spec import Run
+from scenarios.stats import add_stats, new_stats
 
 SLURM_DIR = "slurm"            # inside the campaign: the batches, the job script, the tasks' logs and stats
 RUN_PY = Path(__file__).resolve().parent.parent / "run.py"
@@ -121,8 +122,7 @@ def run_campaign_on_slurm(campaign: Campaign, runs: list[Run], sub: Submission,
         raise UserError(f"--slurm: {why}")
     campaign.clear_partials()
     todo = [r for r in runs if not campaign.is_done(r.run_id)]
-    stats = {"runs": len(runs), "skipped": len(runs) - len(todo), "failed": [], "overhead_s": 0.0,
-             "traffic_s": 0.0, "network_setup_s": 0.0, "network_teardown_s": 0.0, "wall_s": 0.0}
+    stats = new_stats(len(runs), len(todo))
     if not todo:
         return stats
     t0 = time.monotonic()
@@ -144,10 +144,7 @@ def run_campaign_on_slurm(campaign: Campaign, runs: list[Run], sub: Submission,
     stats["slurm"] = {"job": job, "tasks": {t.index: {"state": t.state, "node": t.node} for t in final}}
     d = campaign.path / SLURM_DIR
     for t in final:
-        task = read_json_or_none(d / f"task-{t.index}.stats.json") or {}
-        for key in ("overhead_s", "traffic_s", "network_setup_s", "network_teardown_s"):
-            stats[key] += task.get(key, 0.0)
-        stats["failed"] += task.get("failed", [])
+        add_stats(stats, read_json_or_none(d / f"task-{t.index}.stats.json") or {})
     missing = [r.run_id for r in todo if not campaign.is_done(r.run_id)
                and r.run_id not in {f["run"] for f in stats["failed"]}]
     if missing:

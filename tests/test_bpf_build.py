@@ -27,3 +27,26 @@ def test_two_builds_at_once_both_succeed(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.tmp"))
     for obj in tmp_path.glob("*.bpf.o"):
         assert obj.read_bytes()[:4] == b"\x7fELF", obj
+
+
+def test_the_same_sources_build_the_same_objects_in_any_checkout(tmp_path: Path) -> None:
+    """Two checkouts at different paths, each building into a directory of its own, give
+    the same bytes: the objects name no path of either (the virtual clock's bundle carries
+    them, and a guest's run is then the same whichever checkout built them)."""
+    if shutil.which("clang") is None or not Path("/sys/kernel/btf/vmlinux").exists():
+        pytest.skip("clang or the kernel's BTF is missing (playbooks/site.yml installs clang)")
+    built = []
+    for name in ("one", "another-checkout"):
+        top = tmp_path / name
+        shutil.copytree(BUILD.parent, top / "hosts" / "bpf", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+        (top / "hosts" / "implementations").mkdir()
+        shutil.copy(FOLDERS[1] / "careful_resume.bpf.c", top / "hosts" / "implementations")
+        out = tmp_path / f"objects-of-{name}"
+        r = subprocess.run([str(top / "hosts" / "bpf" / "build.sh")], env={**os.environ, "STARTLAB_BPF_OUT": str(out)},
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        objects = {p.name: p.read_bytes() for p in sorted(out.glob("*.bpf.o"))}
+        for obj, data in objects.items():
+            assert str(top).encode() not in data and str(out).encode() not in data, obj
+        built.append(objects)
+    assert "careful_resume.bpf.o" in built[0] and built[0] == built[1]

@@ -46,6 +46,7 @@ def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0, p
         drops = w.net.queue_drops()
     counters = next(iter(w.session.record()["server_counters"].values()))
     logs = counters.pop("careful_resume")
+    counters.pop("careful_resume_saved")             # as `saved`, dumped before the record
     return {"packets": read_pcap(w.work / "cap-bneck-in.pcap"), "server_ip": w.server_ip, "client_ip": w.client_ip,
             "logs": logs, "rtt_s": prof.rtt_s, "flags": w.net.host_flags("delay"), "saved": saved,
             "counters": counters, "drops": drops}
@@ -72,7 +73,7 @@ def test_a_second_connection_reconnoitres_with_the_iw_then_jumps_to_half_the_sav
     run = two_fetches(tmp_path, variant="careful-resume-rcv")
     first, second = connections(run)
     assert [log["remote"].split(":")[1] for log in run["logs"]] == [str(second["port"])], \
-        "only the second connection resumed"
+        ("only the second connection resumed", run["saved"], run["counters"])
     events = run["logs"][0]["events"]
     phases = [(e["old"], e["new"], e["trigger"]) for e in events]
     assert phases[0] == ("observing", "reconnaissance", None), phases

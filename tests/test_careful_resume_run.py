@@ -52,10 +52,11 @@ def test_a_stale_state_campaign_measures_the_second_connection(tmp_path):
         changes = [(c["rate_bps"], c.get("restored", False)) for c in meta.get("rate_changes", [])]
         assert changes == ([] if factor == 1 else [(rate * factor, False), (rate, True)]), (run_dir.name, changes)
         if meta["variant"] == "careful-resume-rcv":
-            logs = next(iter(meta["server_counters"].values()))["careful_resume"]
+            counters = next(iter(meta["server_counters"].values()))
+            logs = counters["careful_resume"]
             ports = {int(log["remote"].rsplit(":", 1)[1]) for log in logs}
             # The measured connection is the one that resumed; the first fetch only observed.
-            assert len(logs) == 1, (run_dir.name, logs)
+            assert len(logs) == 1, (run_dir.name, counters)
             events = logs[0]["events"]
             assert events[0]["new"] == "reconnaissance" and events[0]["saved_congestion_window"] > 0, events
             # The jump went out: a default receiver's first window (~56 segments) would have

@@ -3,6 +3,8 @@ line and the bundle (no guest is booted here; tests/vm/test_virtual_clock.py boo
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -202,3 +204,24 @@ def test_guests_side_by_side_are_at_most_the_cpus_this_process_may_use() -> None
     import os
     n = icount.guests_at_once()
     assert 1 <= n <= len(os.sched_getaffinity(0))
+
+
+def test_the_kernel_objects_directory_follows_the_sources_contents_not_their_times_or_place(tmp_path: Path) -> None:
+    """Checkouts share a guest build only when their sources are the same: an older source
+    in one checkout never takes the objects another built (build.sh judges by times)."""
+    import os
+    import shutil
+    digests = []
+    for name in ("one", "two"):
+        top = tmp_path / name
+        for folder in icount.KERNEL_OBJECT_SOURCES:
+            shutil.copytree(ROOT / folder, top / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        digests.append(icount.kernel_object_digest(top))
+    assert digests[0] == digests[1]
+    src = tmp_path / "two" / "hosts" / "implementations" / "careful_resume.bpf.c"
+    os.utime(src, (0, 0))
+    assert icount.kernel_object_digest(tmp_path / "two") == digests[0]
+    src.write_text(src.read_text() + "\n")
+    assert icount.kernel_object_digest(tmp_path / "two") != digests[0]
+    (tmp_path / "one" / "hosts" / "implementations" / "notes.py").write_text("# not a kernel source\n")
+    assert icount.kernel_object_digest(tmp_path / "one") == digests[0]

@@ -7,11 +7,13 @@
 # header in either place or vmlinux.h is newer than it.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
 SCHEMES=$(cd "$HERE/../implementations" && pwd)
-OUT=${STARTLAB_BPF_OUT:-$HERE/../../target/bpf}
+OUT=${STARTLAB_BPF_OUT:-$TOP/target/bpf}
 BPFTOOL=${BPFTOOL:-$(command -v bpftool || echo /usr/sbin/bpftool)}
 CLANG=${CLANG:-clang}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 # One build at a time: a campaign's lanes each build before their first run, and two
 # builders would move each other's temporary objects away.
 exec 9>"$OUT/.build.lock"
@@ -45,8 +47,17 @@ for src in "$HERE"/*.bpf.c "$SCHEMES"/*.bpf.c; do
         && [ -z "$(find "$HERE" "$SCHEMES" -name "*.h" -newer "$obj")" ] && [ "$obj" -nt "$OUT/vmlinux.h" ]; then
         continue
     fi
-    "$CLANG" -O2 -g -target bpf -D__TARGET_ARCH_"$arch" -Wall -Werror \
-        -I"$OUT" -I"$HERE" -c "$src" -o "$obj.tmp"
+    # The debug and BTF line information names sources by path: mapped to fixed names, the
+    # same sources give the same object in any checkout (the virtual clock's bundle carries
+    # it, docs/emulation.md); an object that still names this checkout is refused.
+    (cd "$TOP" && "$CLANG" -O2 -g -target bpf -D__TARGET_ARCH_"$arch" -Wall -Werror \
+        -ffile-prefix-map="$TOP"=/startlab-src -ffile-prefix-map="$OUT"=/startlab-bpf \
+        -I"$OUT" -I"$HERE" -c "$src" -o "$obj.tmp")
+    if grep -qF "$TOP/" "$obj.tmp"; then
+        rm -f "$obj.tmp"
+        echo "build.sh: $obj would name the checkout's path $TOP (clang ignored -ffile-prefix-map?)" >&2
+        exit 1
+    fi
     mv "$obj.tmp" "$obj"
     echo "built $obj"
 done

@@ -96,9 +96,11 @@ class CarefulResume(Implementation):
         return Declared(cc=(KIND,), iw=None) if role == "server" else None
 
     def counters(self, node, role: str, params: dict, ctx: InstallContext) -> dict | None:
-        """The sock_ops counters and every connection's Careful Resume phase changes."""
+        """The sock_ops counters, every connection's Careful Resume phase changes, and the
+        saved parameters as the run left them (what a connection that did not resume asks)."""
         return {**(loader.node_counters(ctx.instance, node) or {}),
-                "careful_resume": SETTINGS.logs(node, ctx, decode_log)}
+                "careful_resume": SETTINGS.logs(node, ctx, decode_log),
+                "careful_resume_saved": SETTINGS.logs(node, ctx, decode_saved, "stl_cr_cache")}
 
 
 IMPLEMENTATION = CarefulResume()

@@ -50,11 +50,13 @@ class PerInstall:
         loader.clear_node(ctx.instance, node)
         LinuxTcp().remove(node, role, LinuxTcp().resolve({"cc": "cubic"}), ctx)
 
-    def logs(self, node, ctx: InstallContext, decode: Callable[[bytes, bytes], dict]) -> list[dict]:
-        """This install's connections from the event map, each decoded."""
+    def logs(self, node, ctx: InstallContext, decode: Callable[[bytes, bytes], dict],
+             map_name: str | None = None) -> list[dict]:
+        """This install's entries of the event map (or of `map_name`, another map whose keys
+        end with the generation), each decoded."""
         mine = self._installed.get((ctx.instance.prefix, node.name))
-        return [decode(k, v) for k, v in self.ccs.dump_map(ctx.instance, self.events_map)
-                if struct.unpack(CONN_FORMAT, k)[-1] == mine]
+        return [decode(k, v) for k, v in self.ccs.dump_map(ctx.instance, map_name or self.events_map)
+                if struct.unpack_from("<I", k, len(k) - 4)[0] == mine]
 
 
 def connection(key: bytes) -> dict:

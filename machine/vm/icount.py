@@ -277,12 +277,28 @@ def guest_btf(image: Image, kernel: Kernel, checkout: Path, progress=print) -> P
         shutil.rmtree(work, ignore_errors=True)
 
 
+# What the guest's BPF objects and kernel modules are built from (paths in a checkout).
+KERNEL_OBJECT_SOURCES = ("hosts/bpf", "hosts/implementations", "hosts/kmod")
+
+
+def kernel_object_digest(checkout: Path) -> str:
+    """The digest of the sources a checkout builds its kernel objects from: their names
+    and contents, not their times, so checkouts with the same sources share one build and
+    a checkout with other sources never takes another's (build.sh judges by times)."""
+    h = hashlib.sha256()
+    for top in KERNEL_OBJECT_SOURCES:
+        for f in sorted(p for p in (checkout / top).rglob("*") if p.is_file() and p.suffix in (".c", ".h", ".sh", "")):
+            h.update(f"{f.relative_to(checkout)}\0".encode() + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def guest_bpf(image: Image, kernel: Kernel, checkout: Path, progress=print) -> Path:
     """startlab's BPF objects built on the host against the guest kernel's BTF (build.sh,
-    quick when nothing changed), kept beside the image."""
+    quick when nothing changed), kept beside the image, one directory per release and
+    sources (kernel_object_digest)."""
     _, _, release = image.boot_files(kernel)
     btf = guest_btf(image, kernel, checkout, progress)
-    out = image.dir / f"bpf-{release}"
+    out = image.dir / f"bpf-{release}-{kernel_object_digest(checkout)}"
     env = {**os.environ, "STARTLAB_BPF_OUT": str(out), "STARTLAB_BTF": str(btf), "STARTLAB_BTF_KERNEL": release}
     r = subprocess.run([str(checkout / "hosts" / "bpf" / "build.sh")], capture_output=True, text=True, env=env)
     if r.returncode != 0:
