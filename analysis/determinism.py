@@ -9,7 +9,8 @@ compared without the fields the host adds as it unpacks a guest's run (results/e
 HOST_META: the cluster's job and node), which say where the run ran, not what it did.
 
 `python -m analysis.determinism DIR_A DIR_B [DIR_C …]` prints the comparison; exit 1 when
-a figure differs.
+a figure differs. Runs on the virtual clock from different bundles (run_clock.bundle: the
+checkout's files the guest read) are not the same run, and the comparison says so first.
 """
 from __future__ import annotations
 
@@ -45,12 +46,15 @@ class RunComparison:
     differing_figures: list[str] = field(default_factory=list)
     differing_files: list[str] = field(default_factory=list)
     missing_files: list[str] = field(default_factory=list)
+    bundles: list = field(default_factory=list)   # run_clock.bundle per campaign (None: real clock)
 
 
 def compare_run(run_dirs: list[Path]) -> RunComparison:
     metrics = [json.loads((d / schema.METRICS_FILE).read_text()) for d in run_dirs]
     figs = {f"{a}.{b}": [_figure(m, (a, b)) for m in metrics] for a, b in FIGURES}
     rc = RunComparison(run_dirs[0].name, figs)
+    rc.bundles = [(json.loads((d / schema.META_FILE).read_text()).get("run_clock") or {}).get("bundle")
+                  if (d / schema.META_FILE).is_file() else None for d in run_dirs]
     rc.differing_figures = [k for k, vals in figs.items() if len(set(map(repr, vals))) > 1]
     names = [sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) for d in run_dirs]
     common = set(names[0]).intersection(*names[1:])
@@ -73,6 +77,8 @@ def text(results: list[RunComparison], campaigns: list[Path]) -> str:
         fct = r.figures["short.fct_s"]
         loss, retx = r.figures["short.lost_pkts"], r.figures["short.retx_pkts"]
         verdict = "same figures" if not r.differing_figures else "DIFFER: " + ", ".join(r.differing_figures)
+        if len(set(r.bundles)) > 1:
+            verdict = f"from different bundles ({' / '.join(map(str, r.bundles))}), not the same run; {verdict}"
         files = ("all files identical" if not r.differing_files and not r.missing_files else
                  f"files differ: {', '.join(r.differing_files[:6])}{' …' if len(r.differing_files) > 6 else ''}"
                  + (f"; missing in some: {', '.join(r.missing_files[:4])}" if r.missing_files else ""))

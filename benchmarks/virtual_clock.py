@@ -8,6 +8,9 @@
                guest CPU's busy fraction over the check, goodput against the ideal.
   packets      instructions per packet through the bottleneck, one run with the userspace
                delay line and one with netem in the guest's kernel.
+  overhead     one run of the smoke scenario on each clock: its wall time, and what of it
+               is the run's traffic, its network's set-up and teardown, the guest's boot
+               and the rest (the command's start, the analysis, the export).
 
 Run as root: sudo .venv/bin/python benchmarks/virtual_clock.py determinism --reps 5
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -107,6 +111,37 @@ def cmd_packets(args) -> int:
     return 0
 
 
+def cmd_overhead(args) -> int:
+    """A run's cost beyond its traffic, on each clock. The real clock's traffic and set-up
+    are wall seconds; the virtual clock's are guest seconds, shown at that boot's measured
+    wall/guest ratio beside them."""
+    out = Path(args.out)
+    print(f"{'clock':<8} {'wall s':>7} {'traffic':>16} {'net set-up+down':>18} {'boot':>7} {'rest':>7}")
+    for clock in ("real", "virtual"):
+        shutil.rmtree(out / clock, ignore_errors=True)         # else `run` resumes: nothing to run
+        t0 = time.monotonic()
+        r = subprocess.run([*RUN, "run", args.scenario, "--variants", "cubic-iw10", "--reps", "1", "--clock", clock,
+                            "--out", str(out / clock), "--json", *(["--unfit-host"] if clock == "real" else [])],
+                           capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        try:
+            stats = json.loads(r.stdout)["run_stats"]
+        except (ValueError, KeyError):
+            print(f"{clock:<8} no result (exit {r.returncode}): {r.stderr.strip()[-300:]}")
+            continue
+        vc = stats.get("virtual_clock") or {}
+        ratio = vc["wall_s"] / vc["guest_s"] if vc.get("guest_s") else 1.0
+        net = stats["network_setup_s"] + stats["network_teardown_s"]
+        boot = vc.get("boot_wall_s", 0.0)
+        rest = wall - (stats["traffic_s"] + net) * ratio - boot
+
+        def cell(s: float) -> str:
+            return f"{s:.1f} s" if clock == "real" else f"{s:.1f} gs = {s * ratio:.0f} s"
+        print(f"{clock:<8} {wall:>7.0f} {cell(stats['traffic_s']):>16} {cell(net):>18} {boot:>6.0f}s {rest:>6.0f}s",
+              flush=True)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -120,8 +155,12 @@ def main() -> int:
     k = sub.add_parser("packets")
     k.add_argument("--scenario", default=str(ROOT / "scenarios" / "smoke.yaml"))
     k.add_argument("--out", default="/tmp/startlab-virtual-packets")
+    o = sub.add_parser("overhead")
+    o.add_argument("--scenario", default=str(ROOT / "scenarios" / "smoke.yaml"))
+    o.add_argument("--out", default="/tmp/startlab-virtual-overhead")
     args = p.parse_args()
-    return {"determinism": cmd_determinism, "cost": cmd_cost, "packets": cmd_packets}[args.cmd](args)
+    return {"determinism": cmd_determinism, "cost": cmd_cost, "packets": cmd_packets,
+            "overhead": cmd_overhead}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: f
     with tempfile.TemporaryDirectory(prefix=f".virtual-{os.getpid()}-", dir=img.dir) as tmp:
         work = Path(tmp)
         clock = icount.clock_record(img, kernel, seed)
-        bundle = icount.make_bundle(ROOT, work, f"cd {shlex.quote(str(ROOT))}\n{job}", clock, bpf)
+        bundle, clock = icount.make_bundle(ROOT, work, f"cd {shlex.quote(str(ROOT))}\n{job}", clock, bpf)
         importer = Importer(work / "job" / "runs.stream", dest, files_dest)
 
         def watch(elapsed: float) -> None:
@@ -267,7 +267,7 @@ def pytest_in_guest(tests: list[str], dest: Path, seed: int = 1, kernel: str = D
     # Verbose, and through the log port as well, so that the host's progress line names the
     # test the guest is at.
     job = ("mkdir -p /run/pytest\n"
-           f"{{ {PY} -m pytest -v -rfE -p no:cacheprovider -m virtual_clock {paths} "
+           f"{{ {PY} -m pytest -v -rfE --durations=15 -p no:cacheprovider -m virtual_clock {paths} "
            "--junitxml=/run/pytest/junit.xml; echo $? > /run/pytest/rc; } 2>&1 | tee /run/pytest/output.txt\n"
            f"{PY} -m results.export /run/pytest pytest\n")
     b, _ = run_in_guest(job, seed, kernel, dest, timeout_s, progress)

@@ -25,7 +25,7 @@ SATURATED_BUSY = 0.9
 @lru_cache(maxsize=1)
 def record() -> dict:
     """The clock's record for meta.json: {"clock": "real"}, or the virtual clock's shift,
-    seed, QEMU, machine, kernel and image."""
+    seed, QEMU, machine, kernel, image and bundle (machine/vm/icount.make_bundle)."""
     path = os.environ.get("STARTLAB_CLOCK_FILE")
     if not path:
         return {"clock": REAL}

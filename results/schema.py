@@ -67,7 +67,7 @@ META_FIELDS = {
              "ktime) fall on the captures' time axis",
     "host_check": "calibration and verdict, host monitor over the run, flags",
     "run_clock": "the clock the run was emulated on: real, or virtual with its shift, seed, QEMU, machine, "
-                 "kernel and image (machine/clock.py)",
+                 "kernel, image and bundle (the digest of the checkout's files the guest ran; machine/clock.py)",
     "guest_cpu": "virtual clock: the guest CPU over the run, in guest time: busy fraction, busy and total seconds",
     "timings": "setup, traffic, stop and analysis times (s)", "flows": "declared and observed flows",
     "before_fetch": "what a variant's parts set as the fetch started, per node (a hint read from the trace)",

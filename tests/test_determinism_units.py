@@ -42,3 +42,15 @@ def test_a_figure_or_a_capture_that_differs_is_named(tmp_path: Path) -> None:
     [r] = determinism.compare([a, b])
     assert r.differing_figures == ["short.fct_s"] and r.differing_files == ["client.pcap", schema.METRICS_FILE]
     assert "1 of 1" not in determinism.text([r], [a, b]) and "DIFFER: short.fct_s" in determinism.text([r], [a, b])
+
+
+def test_runs_from_different_bundles_are_named_as_not_the_same_run(tmp_path: Path) -> None:
+    """A file of the checkout changed between the campaigns: every later guest instruction
+    moves, so figures that differ then say nothing of the clock."""
+    a = campaign(tmp_path / "a", 0.5348, {"run_id": "r", "run_clock": {"clock": "virtual", "bundle": "0a1b"}})
+    b = campaign(tmp_path / "b", 0.5351, {"run_id": "r", "run_clock": {"clock": "virtual", "bundle": "9f8e"}})
+    [r] = determinism.compare([a, b])
+    assert r.bundles == ["0a1b", "9f8e"]
+    assert "from different bundles (0a1b / 9f8e), not the same run" in determinism.text([r], [a, b])
+    [same] = determinism.compare([a, a])
+    assert "different bundles" not in determinism.text([same], [a, a])

@@ -149,13 +149,21 @@ def test_the_same_files_make_the_same_bundle_byte_for_byte(tmp_path: Path) -> No
     bpf.mkdir()
     (bpf / "vmlinux.h").write_text("/* btf */\n")
     (bpf / "a.bpf.o").write_bytes(b"ELF")
-    images = []
-    for n in range(2):
+    images, digests = [], []
+    for n, (job, seed) in enumerate([("true\n", 1), ("true\n", 1), ("false\n", 2)]):
         work = tmp_path / f"w{n}"
         work.mkdir()
-        img = icount.make_bundle(co, work, "true\n", {"seed": 1}, bpf)
+        img, clock = icount.make_bundle(co, work, job, {"seed": seed}, bpf)
+        assert clock["seed"] == seed
         images.append(img.read_bytes())
-    assert images[0] == images[1]
+        digests.append(clock["bundle"])
+    assert images[0] == images[1] != images[2]
+    # The clock record names the checkout's files, whatever the job and the seed.
+    assert digests[0] == digests[1] == digests[2]
+    (co / "pkg" / "mod.py").write_text("X = 2\n")
+    work = tmp_path / "w3"
+    work.mkdir()
+    assert icount.make_bundle(co, work, "true\n", {"seed": 1}, bpf)[1]["bundle"] != digests[0]
     assert len(images[0]) % icount.ALIGN == 0
     # The bundle has no history: it carries the checkout's revision for the runs' meta.json.
     rev = subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()

@@ -140,12 +140,15 @@ def _normalise_times(stage: Path, bpf: Path | None) -> None:
             os.utime(p, (t, t))
 
 
-def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | None) -> Path:
+def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | None) -> tuple[Path, dict]:
     """The ext4 image the guest mounts at the checkout's path: the tracked files as they are
     in the work tree, the venv, the native release builds, the guest kernel's BPF objects and
     BUNDLE_DIR (boot script, job, clock record, provisioning's machine-wide tools). Python's byte code is compiled here, once
     (checked by hash, not by time), rather than in the guest at every import. The same files
-    give the same image, byte for byte (tests/test_virtual_clock_units.py)."""
+    give the same image, byte for byte (tests/test_virtual_clock_units.py). Returns the image
+    and the clock record it carries, with the digest of everything but the job and that
+    record (`bundle`): two runs are the same run only from the same bundle, since any
+    change of a file the guest reads moves every later instruction."""
     stage = work / "bundle"
     shutil.rmtree(stage, ignore_errors=True)
     for rel in _tracked(checkout):
@@ -167,6 +170,7 @@ def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | N
     if bpf is not None:
         shutil.copytree(bpf, extra / "bpf", ignore=shutil.ignore_patterns(".build.lock", "*.tmp"))
     shutil.copy2(BOOT_SCRIPT, extra / "boot.sh")
+    clock = {**clock, "bundle": _tree_digest(stage)}
     (extra / "job.sh").write_text(job)
     (extra / "clock.json").write_text(json.dumps(clock, sort_keys=True))
     (extra / "git_rev").write_text(git_revision(checkout) or "unknown")   # the bundle has no history
@@ -186,7 +190,21 @@ def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | N
         raise UserError(f"making the virtual clock's bundle failed: {r.stderr.strip()[-400:]}")
     _fix_inode_times(stage, img)
     shutil.rmtree(stage)
-    return img
+    return img, clock
+
+
+def _tree_digest(top: Path) -> str:
+    """The names and contents of every file under `top` (a symbolic link's target)."""
+    h = hashlib.sha256()
+    for p in sorted(top.rglob("*")):
+        if p.is_symlink():
+            data = os.readlink(p).encode()
+        elif p.is_file():
+            data = p.read_bytes()
+        else:
+            continue
+        h.update(f"{p.relative_to(top)}\0{len(data)}\0".encode() + data)
+    return h.hexdigest()[:16]
 
 
 def _fix_inode_times(stage: Path, img: Path) -> None:
@@ -265,7 +283,7 @@ def guest_btf(image: Image, kernel: Kernel, checkout: Path, progress=print) -> P
     work = Path(tempfile.mkdtemp(prefix=f".work-{os.getpid()}-", dir=image.dir))
     try:
         clock = clock_record(image, kernel, seed=1)
-        bundle = make_bundle(checkout, work, 'cat /sys/kernel/btf/vmlinux > "$STARTLAB_EXPORT"\n', clock, None)
+        bundle, _ = make_bundle(checkout, work, 'cat /sys/kernel/btf/vmlinux > "$STARTLAB_EXPORT"\n', clock, None)
         b = boot(image, kernel, bundle, checkout, work / "job", seed=1, timeout_s=900)
         if b.rc != 0 or not b.stream.is_file() or b.stream.stat().st_size == 0:
             raise UserError(f"reading the guest kernel's BTF failed (exit {b.rc}): {b.why}")
