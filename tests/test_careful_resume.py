@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from hosts.apps import curl_fetch
-from hosts.implementations import careful_resume
 from timing import timing_check
 from links.profiles import LinkProfile
 from webpath import web_path
@@ -40,13 +39,10 @@ def two_fetches(tmp: Path, sizes=(2_000_000, 1_000_000), pause_s: float = 1.0, p
                 between(w.net)
             got = curl_fetch(w.client, w.url(i), w.work, w.session.instance, 60)
             assert got["http_code"] == 200 and int(got["size_download"]) == sizes[i], got
-        # The saved parameters as the last connection left them: what a failure asks first.
-        saved = [careful_resume.decode_saved(k, v)
-                 for k, v in careful_resume.CCS.dump_map(w.session.instance, "stl_cr_cache")]
         drops = w.net.queue_drops()
     counters = next(iter(w.session.record()["server_counters"].values()))
     logs = counters.pop("careful_resume")
-    counters.pop("careful_resume_saved")             # as `saved`, dumped before the record
+    saved = counters.pop("careful_resume_saved")     # what a failure asks first
     return {"packets": read_pcap(w.work / "cap-bneck-in.pcap"), "server_ip": w.server_ip, "client_ip": w.client_ip,
             "logs": logs, "rtt_s": prof.rtt_s, "flags": w.net.host_flags("delay"), "saved": saved,
             "counters": counters, "drops": drops}

@@ -157,12 +157,13 @@ def check_request_after_idle(run: dict) -> None:
     # sent before the round that arrive in it (the echo's own among them): cwnd = max(cwnd, Q)
     # is applied on the echo, and the ACKs behind it grow it as any ACK does. How many there
     # are is the host's timing (measured on a real-clock run: 3 such ACKs, 68 released for Q = 65).
-    acked = [(p.ack - after[0].seq) % 2 ** 32 for p in run["server"] if p.src == client_ip
-             and echo_at_server.ts <= p.ts < round_end and (p.ack - after[0].seq) % 2 ** 32 < 2 ** 31]
-    before = [(p.ack - after[0].seq) % 2 ** 32 for p in run["server"] if p.src == client_ip
-              and second_sent < p.ts < echo_at_server.ts and (p.ack - after[0].seq) % 2 ** 32 < 2 ** 31]
+    def acked_by(lo: float, hi: float) -> int:
+        """How far into the response after idle the client's ACKs in [lo, hi) reached."""
+        return max((r for p in run["server"] if p.src == client_ip and lo <= p.ts < hi
+                    for r in [(p.ack - after[0].seq) % 2 ** 32] if r < 2 ** 31), default=0)
     pre_round = (first_new.seq - after[0].seq) % 2 ** 32
-    grown = -(-(min(max(acked, default=0), pre_round) - min(max(before, default=0), pre_round)) // mss)
+    grown = -(-(min(acked_by(echo_at_server.ts, round_end), pre_round)
+                - min(acked_by(second_sent, echo_at_server.ts), pre_round)) // mss)
     assert len(released) <= window + max(0, grown), (len(released), window, grown)
     # The first of them carries the Report of Approved Rate, and no other does
     reports = [(p, o) for p, o in options if o is not None and o.func == qs.FUNC_REPORT]

@@ -170,7 +170,7 @@ def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | N
     if bpf is not None:
         shutil.copytree(bpf, extra / "bpf", ignore=shutil.ignore_patterns(".build.lock", "*.tmp"))
     shutil.copy2(BOOT_SCRIPT, extra / "boot.sh")
-    clock = {**clock, "bundle": _tree_digest(stage)}
+    clock = {**clock, "bundle": files_digest(stage, list(stage.rglob("*")))}
     (extra / "job.sh").write_text(job)
     (extra / "clock.json").write_text(json.dumps(clock, sort_keys=True))
     (extra / "git_rev").write_text(git_revision(checkout) or "unknown")   # the bundle has no history
@@ -193,17 +193,19 @@ def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | N
     return img, clock
 
 
-def _tree_digest(top: Path) -> str:
-    """The names and contents of every file under `top` (a symbolic link's target)."""
+def files_digest(base: Path, paths: list[Path]) -> str:
+    """The names (relative to `base`) and contents of `paths`, in name order: a symbolic
+    link by its target, a directory not at all. Contents, never times: the same files give
+    the same digest in any checkout and at any time."""
     h = hashlib.sha256()
-    for p in sorted(top.rglob("*")):
+    for p in sorted(paths):
         if p.is_symlink():
             data = os.readlink(p).encode()
         elif p.is_file():
             data = p.read_bytes()
         else:
             continue
-        h.update(f"{p.relative_to(top)}\0{len(data)}\0".encode() + data)
+        h.update(f"{p.relative_to(base)}\0{len(data)}\0".encode() + data)
     return h.hexdigest()[:16]
 
 
@@ -303,11 +305,8 @@ def kernel_object_digest(checkout: Path) -> str:
     """The digest of the sources a checkout builds its kernel objects from: their names
     and contents, not their times, so checkouts with the same sources share one build and
     a checkout with other sources never takes another's (build.sh judges by times)."""
-    h = hashlib.sha256()
-    for top in KERNEL_OBJECT_SOURCES:
-        for f in sorted(p for p in (checkout / top).rglob("*") if p.is_file() and p.suffix in (".c", ".h", ".sh", "")):
-            h.update(f"{f.relative_to(checkout)}\0".encode() + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return files_digest(checkout, [p for top in KERNEL_OBJECT_SOURCES for p in (checkout / top).rglob("*")
+                                   if p.is_file() and p.suffix in (".c", ".h", ".sh", "")])
 
 
 def guest_bpf(image: Image, kernel: Kernel, checkout: Path, progress=print) -> Path:
