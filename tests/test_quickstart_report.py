@@ -19,7 +19,7 @@ from test_quickstart import fetch, profile, request_and_echo
 from timing import timing_check
 from wiretrace import ACK, SYN
 
-pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_machine")]
+pytestmark = [pytest.mark.root, pytest.mark.virtual_clock, pytest.mark.usefixtures("clean_machine")]
 
 EXTREME = {"algorithm": "extreme"}
 # The capture at r2-eth1 and r2's program see a packet within one pass of r2's forwarding,
