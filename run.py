@@ -24,14 +24,19 @@ def _ensure_environment(argv: list[str]) -> None:
     A fresh checkout has no venv and no native builds; rather than failing, provision
     (quick and a no-op once done), then re-execute this script with the venv's python.
     Commands that only read and write result files never provision (they need no root):
-    they use the venv where there is one, else this interpreter.
+    they use the venv where there is one, else this interpreter. Nor does an ordinary user,
+    who cannot: they use the venv root provisioned (the virtual clock needs no root).
     """
     in_venv = Path(sys.prefix).resolve() == (ROOT / ".venv").resolve()
     if os.environ.get("STARTLAB_NO_REEXEC") or in_venv:
         return
-    if _command(argv) in RESULT_COMMANDS:
+    user = os.geteuid() != 0
+    if _command(argv) in RESULT_COMMANDS or user:
         if os.access(VENV_PYTHON, os.X_OK):
             os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(__file__).resolve()), *argv])
+        if user and _command(argv) not in RESULT_COMMANDS:
+            sys.exit("startlab: this checkout is not provisioned yet, and provisioning needs root: "
+                     "run `sudo ./run.py doctor` once")
         return
     bootstrap = ROOT / "playbooks" / "bootstrap.sh"
     result = subprocess.run([str(bootstrap)], stdout=sys.stderr)

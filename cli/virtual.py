@@ -59,7 +59,10 @@ def prepare(kernel_name: str, progress) -> tuple[vm_image.Image, vm_image.Kernel
     at a time: guests booted side by side share what it builds."""
     kernel = vm_image.parse_kernels(kernel_name)[0]
     with _PREPARING:
-        img = vm_image.ensure_image(list(vm_image.KERNELS.values()), None, progress)
+        if os.geteuid() == 0:
+            img = vm_image.ensure_image(list(vm_image.KERNELS.values()), None, progress)
+        else:                        # QEMU's TCG needs no root; building an image does
+            img = vm_image.user_image(progress)
         return img, kernel, icount.guest_bpf(img, kernel, ROOT, progress)
 
 
@@ -70,13 +73,12 @@ def _progress_line(log: Path) -> str:
 
 
 def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: float,
-                 progress=print, files_dest: Path | None = None) -> tuple[icount.VirtualBoot, dict]:
+                 progress=print, files_dest: Path | None = None,
+                 stop: threading.Event | None = None) -> tuple[icount.VirtualBoot, dict]:
     """Boot one guest on the virtual clock with `job` (sh, run in the checkout), unpacking
     what it exports into `dest`; the campaign's own files and the guest's log go to
     `files_dest` (default `dest`: a cluster's tasks share `dest` and keep theirs apart).
-    Raises UserError when the guest did not finish its job."""
-    from machine.capabilities import require_root
-    require_root()                   # the image is built with debootstrap, the boot is registered
+    Raises UserError when the guest did not finish its job (`stop` ends it at once)."""
     img, kernel, bpf = prepare(kernel_name, progress)
     files_dest = files_dest or dest
     for d in (dest, files_dest):
@@ -95,7 +97,7 @@ def run_in_guest(job: str, seed: int, kernel_name: str, dest: Path, timeout_s: f
 
         progress(f"virtual clock: kernel {clock['kernel']}, shift {clock['shift']}, seed {seed}, "
                  f"QEMU {clock['qemu']}; booting …")
-        b = icount.boot(img, kernel, bundle, ROOT, work / "job", seed, timeout_s, watch)
+        b = icount.boot(img, kernel, bundle, ROOT, work / "job", seed, timeout_s, watch, stop=stop)
         importer.poll()
         export.merge_campaign_files(files_dest)
         log_copy = files_dest / "guest.log"
@@ -169,11 +171,14 @@ def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None
     print(f"virtual clock: {len(todo)} runs, each in a fresh guest, {at_once} at a time "
           f"(kernel {args.kernel}, seed {seed})", file=sys.stderr)
 
+    stopping = threading.Event()      # set when the command is interrupted: its guests stop at once
+
     def one(run_id: str) -> tuple[str, icount.VirtualBoot, Path]:
         own = files_dest / schema.GUESTS_DIR / run_id
         shutil.rmtree(own, ignore_errors=True)
         b, _ = run_in_guest(run_job(selection, run_id, args.delay_backend), icount.run_seed(seed, run_id),
-                            args.kernel, campaign.path, args.timeout_s, progress=lambda m: None, files_dest=own)
+                            args.kernel, campaign.path, args.timeout_s, progress=lambda m: None, files_dest=own,
+                            stop=stopping)
         return run_id, b, own
 
     progress = Progress(len(runs), len(runs) - len(todo))
@@ -194,7 +199,8 @@ def run_campaign_virtual(args, sc, out: Path | None, selection: list[str] | None
                 progress.advance()
                 progress.show(f"{run_id} ({b.guest_s} guest s in {b.wall_s:.0f} s wall)")
         except BaseException:
-            pool.shutdown(cancel_futures=True)   # those not started; a running guest ends its job
+            stopping.set()                       # the running guests, within half a second
+            pool.shutdown(cancel_futures=True)   # and those not started
             raise
         finally:
             progress.close()
@@ -276,8 +282,8 @@ def pytest_in_guest(tests: list[str], dest: Path, seed: int = 1, kernel: str = D
 
 def _newest_image() -> Path | None:
     """The most recently built image in the cache (doctor reads without building one)."""
-    built = sorted(vm_image.CACHE_DIR.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime)
-    return built[-1].parent if built else None
+    img = vm_image.newest_image(vm_image.CACHE_DIR)
+    return img.dir if img else None
 
 
 def doctor_virtual(kernel_name: str, measure: list[str], progress=print) -> dict:

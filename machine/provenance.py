@@ -9,12 +9,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def git(checkout: Path) -> list[str]:
+    """git in `checkout`, whoever owns it: a cluster's user runs a checkout another user
+    cloned, which git otherwise refuses as of dubious ownership."""
+    return ["git", "-c", "safe.directory=*", "-C", str(checkout)]
+
+
 def git_revision(checkout: Path = ROOT) -> str | None:
     """HEAD's commit, with '-dirty' when tracked files differ from it."""
     try:
-        rev = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True,
+        rev = subprocess.run([*git(checkout), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run([*git(checkout), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -24,7 +24,19 @@ PREFIX = "stl"                      # every node, link and bridge name starts wi
 # What follows an instance's prefix in a node's name, by role (topologies/names.py builds
 # the names, machine/cleanup.py recognises them).
 NODE_ROLES = {"client": "cl", "server": "sv", "router": "r", "core": "co", "switch": "sw"}
-REGISTRY_DIR = Path(os.environ.get("STARTLAB_REGISTRY", "/run/startlab"))
+
+
+def _registry_dir() -> Path:
+    """Root's registry is the machine's; an ordinary user (a guest on the virtual clock, the
+    only thing startlab runs without root) keeps one of their own."""
+    if os.environ.get("STARTLAB_REGISTRY"):
+        return Path(os.environ["STARTLAB_REGISTRY"])
+    if os.geteuid() == 0:
+        return Path("/run/startlab")
+    return Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / f"startlab-{os.geteuid()}"
+
+
+REGISTRY_DIR = _registry_dir()
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
 

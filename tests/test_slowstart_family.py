@@ -74,6 +74,7 @@ def scheme_events(tmp: Path, variant: str, kind: str,
     return res, got, logs[0]["events"]
 
 
+@pytest.mark.virtual_clock
 def test_the_bpf_base_leaves_slow_start_as_the_kernels_cubic_and_hystart_off_never_on_delay(tmp_path):
     got = exits(tmp_path, ("cubic-iw10", "cubic-bpf", "cubic-hystart-off"))
     kernel, base, off = got["cubic-iw10"]["exit"], got["cubic-bpf"]["exit"], got["cubic-hystart-off"]["exit"]
@@ -82,10 +83,15 @@ def test_the_bpf_base_leaves_slow_start_as_the_kernels_cubic_and_hystart_off_nev
     assert kernel and kernel["ca_state"] == OPEN and kernel["total_retrans"] == 0, kernel
     # The BPF base is the kernel's code: it leaves the same way ...
     assert base and base["ca_state"] == OPEN and base["total_retrans"] == 0, base
-    # ... at a window like the kernel's (HyStart's ACK-train and delay samples depend on when
-    # ACKs arrive, so the window is a timing figure).
-    timing_check("the BPF base's HyStart exit within 0.5-2 x the kernel's", got["flags"],
-                 0.5 <= base["cwnd"] / kernel["cwnd"] <= 2, f"{base['cwnd']} against {kernel['cwnd']} segments")
+    # ... in the same round as the kernel's or the next. HyStart's ACK-train and delay samples
+    # depend on when ACKs arrive, to the microsecond, and two connections (or two kernels'
+    # instruction streams) differ there: one exit fell in the round from 320 to 640 segments
+    # and the other at the end of the next, both ways round (on the host's real clock the
+    # kernel's at 532 and the base's at 1283; in a 6.12 guest 1287 and 533). Slow start at
+    # most doubles the window in a round, so exits one round apart are within 4 x.
+    timing_check("the BPF base's HyStart exit within a round of the kernel's (0.25-4 x its window)",
+                 got["flags"], 0.25 <= base["cwnd"] / kernel["cwnd"] <= 4,
+                 f"{base['cwnd']} against {kernel['cwnd']} segments")
     # HyStart off: slow start never ends on delay: only a loss ends it (or the transfer does).
     assert off is None or off["total_retrans"] > 0 or off["ca_state"] != OPEN, off
     if off is not None:       # the loss came far past where HyStart stopped the kernel's CUBIC

@@ -233,3 +233,49 @@ def test_the_kernel_objects_directory_follows_the_sources_contents_not_their_tim
     assert icount.kernel_object_digest(tmp_path / "two") != digests[0]
     (tmp_path / "one" / "hosts" / "implementations" / "notes.py").write_text("# not a kernel source\n")
     assert icount.kernel_object_digest(tmp_path / "one") == digests[0]
+
+
+def _built_image(cache: Path, key: str, mtime: float) -> None:
+    d = cache / key
+    (d / "bpf-6.1.0-1-amd64-abc").mkdir(parents=True)
+    (d / "bpf-6.1.0-1-amd64-abc" / "a.bpf.o").write_bytes(b"ELF")
+    with (d / "root.ext4").open("wb") as f:            # sparse, as the built image is
+        f.truncate(1 << 20)
+        f.write(b"ext4")
+    (d / ".virtual-1-x").mkdir()                        # a boot's scratch: not copied
+    (d / "manifest.json").write_text("{}")
+    os.utime(d / "manifest.json", (mtime, mtime))
+
+
+def test_an_ordinary_user_boots_a_copy_of_the_newest_image_root_built(tmp_path: Path, monkeypatch) -> None:
+    """QEMU opens the image for writing (it maps it privately), so a user who is not root
+    boots a copy in a cache of their own, made once per image; building one needs root."""
+    from machine.errors import UserError
+    from machine.vm import image
+    system, own = tmp_path / "system", tmp_path / "own"
+    monkeypatch.setattr(image, "SYSTEM_CACHE", system)
+    monkeypatch.setattr(image, "CACHE_DIR", own)
+    with pytest.raises(UserError, match=r"sudo \./run\.py doctor --clock virtual"):
+        image.user_image(progress=lambda m: None)
+    _built_image(system, ".build-0000000000", 5000)                                     # under way
+    _built_image(system, "old0000000000000", 1000)
+    _built_image(system, "new0000000000000", 2000)
+    said = []
+    img = image.user_image(progress=said.append)
+    assert img.dir == own / "new0000000000000" and len(said) == 1
+    assert (img.dir / "root.ext4").read_bytes() == (system / "new0000000000000" / "root.ext4").read_bytes()
+    assert (img.dir / "bpf-6.1.0-1-amd64-abc" / "a.bpf.o").read_bytes() == b"ELF"
+    assert not (img.dir / ".virtual-1-x").exists() and not list(own.glob(".build-*"))
+    assert image.user_image(progress=said.append).dir == img.dir and len(said) == 1     # once
+    _built_image(system, "newer00000000000", 3000)                                      # root rebuilt
+    assert image.user_image(progress=said.append).dir == own / "newer00000000000" and len(said) == 2
+
+
+def test_an_ordinary_users_registry_is_their_own(monkeypatch) -> None:
+    from machine import registry
+    monkeypatch.delenv("STARTLAB_REGISTRY", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert registry._registry_dir() == Path("/tmp/startlab-1000")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert registry._registry_dir() == Path("/run/startlab")

@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from machine import binaries, registry
-from machine.provenance import git_revision
+from machine.provenance import git, git_revision
 from machine.errors import UserError
 from machine.vm.image import Image, Kernel
 from machine.vm import qemu
@@ -117,7 +118,7 @@ def argv(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, 
 
 
 def _tracked(checkout: Path) -> list[str]:
-    r = subprocess.run(["git", "-C", str(checkout), "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True)
+    r = subprocess.run([*git(checkout), "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True)
     if r.returncode != 0:
         raise UserError(f"the virtual clock bundles the checkout's tracked files: git ls-files failed in {checkout}")
     return [f for f in r.stdout.decode().split("\0") if f]
@@ -211,10 +212,13 @@ def files_digest(base: Path, paths: list[Path]) -> str:
 
 def _fix_inode_times(stage: Path, img: Path) -> None:
     """mke2fs -d copies each file's ctime (and an atime its reading moved) from the stage,
-    which no one can set: debugfs sets them to BUNDLE_EPOCH, as the mtimes are."""
+    which no one can set: debugfs sets them to BUNDLE_EPOCH, as the mtimes are. It copies
+    the owner too, which is whoever bundled (root, or an ordinary user: run_in_guest): every
+    file is root's, as the guest's job is."""
     stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(BUNDLE_EPOCH))
     paths = ["/"] + ["/" + str(p.relative_to(stage)) for p in sorted(stage.rglob("*"))]
-    script = "".join(f'sif "{p}" {field} {stamp}\n' for p in paths for field in ("atime", "ctime", "crtime"))
+    fields = [(f, stamp) for f in ("atime", "ctime", "crtime")] + [("uid", 0), ("gid", 0)]
+    script = "".join(f'sif "{p}" {field} {value}\n' for p in paths for field, value in fields)
     r = subprocess.run(["debugfs", "-w", "-f", "-", str(img)], input=script, capture_output=True, text=True,
                        env={**os.environ, "E2FSPROGS_FAKE_TIME": str(BUNDLE_EPOCH)})   # its superblock write time
     if r.returncode != 0:
@@ -244,9 +248,11 @@ def _guest_uptime(log: Path) -> float | None:
 
 
 def boot(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, seed: int,
-         timeout_s: float, watch: Callable[[float], None] | None = None, shift: int = SHIFT) -> VirtualBoot:
+         timeout_s: float, watch: Callable[[float], None] | None = None, shift: int = SHIFT,
+         stop: threading.Event | None = None) -> VirtualBoot:
     """Boot `kernel` on the virtual clock with `bundle`, wait for its job, return what it did.
-    `watch` is called with the elapsed wall time every qemu.WATCH_S (progress)."""
+    `watch` is called with the elapsed wall time every qemu.WATCH_S (progress); `stop` ends
+    the guest at once (qemu.wait)."""
     if shutil.which(QEMU) is None:
         raise UserError(f"{QEMU} is missing: provision with playbooks/bootstrap.sh (it installs the VM tools)")
     _, _, release = image.boot_files(kernel)
@@ -259,7 +265,7 @@ def boot(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, 
                             stdout=subprocess.DEVNULL, stderr=(job / "qemu.err").open("w"))
     inst.add_process(proc.pid, f"qemu {kernel.name} (virtual clock)")
     console, log = job / "console.log", job / "job.log"
-    boot_s, why = qemu.wait(proc, inst, console, t0, timeout_s, watch)
+    boot_s, why = qemu.wait(proc, inst, console, t0, timeout_s, watch, stop=stop)
     wall = time.monotonic() - t0
     text = log.read_text(errors="replace") if log.is_file() else ""
     ends = [ln for ln in text.splitlines() if ln.startswith(EXIT_PREFIX)]

@@ -26,7 +26,21 @@ from pathlib import Path
 from machine.errors import UserError
 
 SUITE = "bookworm"
-CACHE_DIR = Path(os.environ.get("STARTLAB_VM_CACHE", "/var/cache/startlab/vm"))
+# The machine's cache, where root builds images. An ordinary user (a cluster's, where jobs
+# do not run as root) boots the newest image found there from a copy in a cache of their
+# own (user_image): QEMU maps the image privately but opens it for writing.
+SYSTEM_CACHE = Path("/var/cache/startlab/vm")
+
+
+def _cache_dir() -> Path:
+    if os.environ.get("STARTLAB_VM_CACHE"):
+        return Path(os.environ["STARTLAB_VM_CACHE"])
+    if os.geteuid() == 0:
+        return SYSTEM_CACHE
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "startlab" / "vm"
+
+
+CACHE_DIR = _cache_dir()
 IMAGE_SIZE = "6G"
 # The guest's init (PID 1): mounts the share and hands over to the checkout's guest script.
 GUEST_INIT = Path(__file__).with_name("guest-init.sh")
@@ -187,15 +201,60 @@ def ensure_image(kernels: list[Kernel], mirror: str | None = None, progress=prin
         key = cache_key(versions)
         image = Image(CACHE_DIR / key)
         if (image.dir / "manifest.json").is_file():
+            os.chmod(image.dir, 0o755)         # readable by the machine's users (user_image)
             return image
         progress(f"building the VM image {key} from Debian's packages ({', '.join(f'{k}={v}' for k, v in versions.items())})")
         _build(work, mirror, wanted, versions, progress)
         shutil.rmtree(work / "apt", ignore_errors=True)
+        os.chmod(work, 0o755)
         os.rename(work, image.dir)
         return image
     finally:
         if work.exists():
             _remove_tree(work)
+
+
+def newest_image(cache: Path) -> Image | None:
+    """The most recently built whole image in `cache` (None: there is none); a build or a
+    copy under way (a dot directory) is not one yet."""
+    built = sorted((m for m in cache.glob("*/manifest.json") if not m.parent.name.startswith(".")),
+                   key=lambda p: p.stat().st_mtime) if cache.is_dir() else []
+    return Image(built[-1].parent) if built else None
+
+
+def user_image(progress=print) -> Image:
+    """An ordinary user's image: the newest in their cache, else a copy of the newest the
+    machine's root built (SYSTEM_CACHE), made once. Building one takes root (debootstrap,
+    chroot), so a user never builds; the error says who can."""
+    own = newest_image(CACHE_DIR)
+    system = newest_image(SYSTEM_CACHE) if CACHE_DIR != SYSTEM_CACHE else None
+    if own is not None and (system is None or own.dir.name == system.dir.name):
+        return own
+    if system is None:
+        raise UserError(f"no VM image for the virtual clock in {CACHE_DIR} or {SYSTEM_CACHE}, and building "
+                        "one needs root (debootstrap): run `sudo ./run.py doctor --clock virtual` once on this "
+                        "machine, or point STARTLAB_VM_CACHE at a cache that holds one")
+    if not os.access(system.disk, os.R_OK):
+        raise UserError(f"the machine's VM image {system.dir} is not readable by this user: root made it "
+                        "before images were made readable; `sudo ./run.py doctor --clock virtual` makes it so")
+    progress(f"copying the machine's VM image {system.dir.name} into {CACHE_DIR} (once; QEMU opens it for "
+             "writing, and it is root's)")
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=CACHE_DIR))
+    try:
+        for src in sorted(system.dir.iterdir()):
+            if src.name.startswith("."):
+                continue                        # another boot's work, another build
+            dst = work / src.name
+            if src.is_dir():
+                shutil.copytree(src, dst, symlinks=True)
+            else:
+                subprocess.run(["cp", "--sparse=always", "--preserve=timestamps", str(src), str(dst)], check=True)
+        os.rename(work, CACHE_DIR / system.dir.name)
+        return Image(CACHE_DIR / system.dir.name)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _mounts_below(path: Path) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,15 +101,20 @@ def boot(image: Image, kernel: Kernel, checkout: Path, job: Path, script: str, a
 
 
 def wait(proc: subprocess.Popen, inst: registry.Instance, console: Path, t0: float, timeout_s: float,
-         watch: Callable[[float], None] | None = None, up_within_s: float | None = None) -> tuple[float | None, str]:
+         watch: Callable[[float], None] | None = None, up_within_s: float | None = None,
+         stop: threading.Event | None = None) -> tuple[float | None, str]:
     """Wait for a registered qemu to power off; stop it (and forget its instance) past
-    `timeout_s`, or past `up_within_s` without the guest's init up. Returns (wall seconds
-    until the init was up, why it was stopped)."""
+    `timeout_s`, past `up_within_s` without the guest's init up, or within half a second of
+    `stop` (a command interrupted: its guests do not finish their jobs first). Returns (wall
+    seconds until the init was up, why it was stopped)."""
     boot_s: float | None = None
     why = ""
     next_watch = WATCH_S
     try:
         while proc.poll() is None:
+            if stop is not None and stop.is_set():
+                why = "stopped: the command was interrupted"
+                break
             elapsed = time.monotonic() - t0
             if boot_s is None and console.exists() and UP_MARKER in console.read_text(errors="replace"):
                 boot_s = elapsed
