@@ -265,10 +265,12 @@ def fidelity_virtual(args) -> dict:
 
 
 def pytest_in_guest(tests: list[str], dest: Path, seed: int = 1, kernel: str = DEFAULT_KERNEL,
-                    timeout_s: float = 3600.0, progress=print) -> tuple[icount.VirtualBoot, Path]:
+                    timeout_s: float = 3600.0, progress=print,
+                    stop: threading.Event | None = None) -> tuple[icount.VirtualBoot, Path]:
     """pytest on `tests` (paths in the checkout) in one guest on the virtual clock, the tests
     marked `virtual_clock` only. Their JUnit XML, output and exit code come back in
-    `dest/pytest/` (junit.xml, output.txt, rc), which is returned with the boot."""
+    `dest/pytest/` (junit.xml, output.txt, rc), which is returned with the boot; `stop` ends
+    the guest at once (run_in_guest raises)."""
     paths = " ".join(shlex.quote(t) for t in tests)
     # Verbose, and through the log port as well, so that the host's progress line names the
     # test the guest is at.
@@ -276,14 +278,8 @@ def pytest_in_guest(tests: list[str], dest: Path, seed: int = 1, kernel: str = D
            f"{{ {PY} -m pytest -v -rfE --durations=15 -p no:cacheprovider -m virtual_clock {paths} "
            "--junitxml=/run/pytest/junit.xml; echo $? > /run/pytest/rc; } 2>&1 | tee /run/pytest/output.txt\n"
            f"{PY} -m results.export /run/pytest pytest\n")
-    b, _ = run_in_guest(job, seed, kernel, dest, timeout_s, progress)
+    b, _ = run_in_guest(job, seed, kernel, dest, timeout_s, progress, stop=stop)
     return b, dest / "pytest"
-
-
-def _newest_image() -> Path | None:
-    """The most recently built image in the cache (doctor reads without building one)."""
-    img = vm_image.newest_image(vm_image.CACHE_DIR)
-    return img.dir if img else None
 
 
 def doctor_virtual(kernel_name: str, measure: list[str], progress=print) -> dict:
@@ -311,7 +307,9 @@ def doctor_virtual(kernel_name: str, measure: list[str], progress=print) -> dict
         # Beside the image the guest booted (the cache may hold several).
         image_dir = vm_image.CACHE_DIR / result["clock"]["image"]
         capacity.store(image_dir, kernel.name, name, capacity.record(result, rev))
-    image_dir = image_dir or _newest_image()
+    if image_dir is None:                   # doctor reads without building an image
+        newest = vm_image.newest_image(vm_image.CACHE_DIR)
+        image_dir = newest.dir if newest else None
     table = capacity.load(image_dir, kernel.name) if image_dir else {}
     return {"kernel": kernel.name, "image": image_dir.name if image_dir else None,
             "profiles": {n: table.get(n) for n in names}}

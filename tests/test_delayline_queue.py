@@ -1,5 +1,5 @@
-"""The delay line's bottleneck queue: flags and sizing (unit), rate accuracy, loss accounting
-and push-out on a real network (root)."""
+"""The delay line's bottleneck queue: flags and sizing (unit), rate accuracy, loss accounting,
+push-out and CoDel's control law on a real network (root)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,6 +24,9 @@ def test_queue_flags_name_the_direction_and_default_to_af13_droptail():
     assert delay.queue_flags("ab", q)[:6] == ["--trace-ab", "/t/lte.trace", "--opportunity-ab-bytes", "1514",
                                               "--limit-ab-bytes", "60000"]
     assert delay.queue_flags("ba", delay.LineQueue(1e6, 3000, loss=0.0477))[-2:] == ["--loss-ba", "0.0477"]
+    q = delay.LineQueue(10e6, 50_000, policy="codel", codel=(5000, 100_000, True))
+    flags = delay.queue_flags("ab", q)
+    assert flags[4:6] == ["--policy-ab", "codel"] and flags[-2:] == ["--codel-ab", "5000,100000,ecn"]
 
 
 def test_line_command_carries_the_queues(tmp_path):
@@ -40,7 +43,9 @@ def test_line_command_carries_the_queues(tmp_path):
 @pytest.mark.parametrize("kwargs, message", [
     ({"rate_bps": 0, "limit_bytes": 1}, "rate must be positive"),
     ({"rate_bps": 1e6, "limit_bytes": 0}, "limit must be positive"),
-    ({"rate_bps": 1e6, "limit_bytes": 1, "policy": "codel"}, "unknown queue policy"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "policy": "pie"}, "unknown queue policy"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "codel": (5000, 100_000, False)}, "codel policy only"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "policy": "codel", "codel": (5000, 4000, False)}, "target < interval"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "low_dscp": (64,)}, "0..63"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "red": (1, 2, 0.1)}, "red policy only"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "loss": 1.0}, "probability"),
@@ -203,3 +208,74 @@ def test_a_trace_link_delivers_at_its_opportunities_and_its_bytes_per_interval(c
     timing_check("frames per 100 ms are the trace's opportunities", flags, got["window_mismatch_max"] == 0,
                  f"max difference {got['window_mismatch_max']} of up to {got['window_offered_max']}")
     assert q["dropped"] == result["lost"]
+
+
+def codel_signal_times(packets: list[list[int]], ce: list[int], expected: int, frame_ns: int,
+                       target_ns: int) -> tuple[int, list[int]]:
+    """From the receiver's datagrams ([seq, send ns, one-way ns]) of a flood through a
+    busy CoDel queue: when the sojourn time first reached `target_ns`, and when the queue
+    signalled each datagram it dropped or marked, on the queue's own clock (the moment the
+    link took it: a dropped one the previous one's departure, a marked one its start).
+    Each datagram's departure is its arrival less the path's fixed part (the least one-way
+    delay, that of a datagram meeting an empty queue, less its frame time)."""
+    fixed = min(owd for _, _, owd in packets) - frame_ns
+    departure = {seq: sent + owd - fixed for seq, sent, owd in packets}
+    start = {seq: d - frame_ns for seq, d in departure.items()}
+    sojourn = {seq: start[seq] - sent for seq, sent, _ in packets}
+    above = start[min(s for s in sojourn if sojourn[s] >= target_ns)]
+    last = max(departure)
+    dropped = [s for s in range(last) if s not in departure]
+    signals = [max(departure[p] for p in departure if p < s) for s in dropped] + [start[s] for s in ce]
+    return above, sorted(signals)
+
+
+@pytest.mark.virtual_clock
+@pytest.mark.root
+@pytest.mark.parametrize("ecn", [False, True], ids=["drop", "ecn"])
+def test_codel_signals_an_interval_after_the_sojourn_rose_above_target_then_at_interval_over_root_count(
+        clean_machine, tmp_path, host_watch, ecn):
+    """RFC 8289 on the wire: a 1.5 × flood of full frames into the delay line's CoDel queue
+    (10 Mbit/s, 5 ms target, 100 ms interval, a buffer it never fills). The first drop (or,
+    for ECN-capable datagrams, CE mark) comes at the first frame the link takes an interval
+    after the sojourn time first reached the target; the next at the k-th one's due time
+    plus interval / √k (100 ms, 70.7 ms, 57.7 ms, …). The flood is unresponsive, so CoDel
+    stays in its dropping state; a marked datagram is delivered, and every loss is CoDel's."""
+    from links.delayline.line_net import FLOOD_PAYLOAD, line_net
+    rate, seconds = 10e6, 1.0
+    frame_ns = round((FLOOD_PAYLOAD + 42) * 8 / rate * 1e9)
+    pps = 1.5 * rate / ((FLOOD_PAYLOAD + 42) * 8)
+    count = int(pps * seconds)
+    queue = delay.LineQueue(rate, 2_000_000, policy="codel", codel=(5000, 100_000, ecn))
+    with line_net() as ln:
+        element = _line(ln, tmp_path, queue)
+        try:
+            result = ln.udp_probe(count, 1, 1e6 / pps, 5621, payload=FLOOD_PAYLOAD, tos=0x02 if ecn else 0,
+                                  packets=True)
+            stats = element.snapshot()
+        finally:
+            final = element.stop()
+    flags = host_watch.flags([final])
+    q = stats["a_to_b"]["queue"]
+    above, signals = codel_signal_times(result["packets"], result["ce"], count, frame_ns, 5_000_000)
+    print(f"codel ({'ecn' if ecn else 'drop'}): sojourn above 5 ms from {above / 1e6:.3f} ms, signals at "
+          f"{[round((s - above) / 1e6, 2) for s in signals[:10]]} ms after; queue {q}")
+    assert result["reordered"] == 0 and result["duplicates"] == 0, result
+    if ecn:
+        assert result["lost"] == 0 and q["aqm_drops"] == 0 and q["marks"] == len(result["ce"]) > 5, (q, result["ce"])
+    else:
+        assert result["ce"] == [] and q["marks"] == 0
+        assert q["aqm_drops"] == q["dropped"] == result["lost"] > 5, (q, result["lost"])
+    # The datagrams' own timestamps (sender's before sendto, receiver's kernel stamp) stand
+    # within a fraction of a frame for the queue's; a millisecond of slack.
+    tol = 1_000_000
+    first = signals[0]
+    timing_check("the first signal an interval after the sojourn first reached the target", flags,
+                 above + 100e6 - tol <= first <= above + 100e6 + frame_ns + tol,
+                 f"{(first - above) / 1e6:.3f} ms after (due 100 ms, within one frame of {frame_ns / 1e6:.3f} ms)")
+    due, late = float(first), []
+    for n, at in enumerate(signals[1:8], start=2):
+        due += 100e6 / (n - 1) ** 0.5           # the (n-1)-th signal's count is n-1
+        if not due - tol <= at <= due + frame_ns + tol:
+            late.append(f"signal {n} at {(at - first) / 1e6:.2f} ms, due {(due - first) / 1e6:.2f} ms")
+    timing_check("signals 2..8 at the control law's times (interval / √k after the k-th)", flags, not late,
+                 "; ".join(late) or "all on time")

@@ -12,7 +12,8 @@ Each datagram carries its sequence number and the sender's CLOCK_REALTIME just b
 sendto; the receiver uses the kernel receive timestamp (SO_TIMESTAMPNS), so Python's own
 scheduling delay does not enter the measured one-way delay. The receiver also reports the
 delivered rate in Ethernet bytes over its steady part (after the first --skip-s seconds),
-from the kernel timestamps of the first and last datagram in it.
+from the kernel timestamps of the first and last datagram in it, and the sequence numbers
+that arrived with CE set (`ce`, from each datagram's TOS byte: IP_RECVTOS).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import time
 HEADER = struct.Struct("!QQ")       # sequence number, send time (ns, CLOCK_REALTIME)
 PAYLOAD = 200
 SO_TIMESTAMPNS = 35
+ECN_CE = 0x03
 WIRE_OVERHEAD = 14 + 20 + 8         # Ethernet, IPv4 and UDP headers of one datagram
 
 
@@ -73,11 +75,13 @@ def receive(port: int, count: int, idle_timeout_s: float, skip_s: float = 0.0, p
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     sock.bind(("0.0.0.0", port))
     print("listening", flush=True)
     samples: list[tuple[int, int]] = []
     arrivals: list[tuple[int, int]] = []
     sends: list[int] = []
+    ce: list[int] = []
     sock.settimeout(30.0)                # the first datagram may take a while to be sent
     while len(samples) < count:
         try:
@@ -91,11 +95,14 @@ def receive(port: int, count: int, idle_timeout_s: float, skip_s: float = 0.0, p
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = struct.unpack("qq", value[:16])
                 rx = sec * 1_000_000_000 + nsec
+            elif level == socket.IPPROTO_IP and kind == socket.IP_TOS and value and value[0] & ECN_CE == ECN_CE:
+                ce.append(seq)
         samples.append((seq, rx - sent))
         arrivals.append((rx, len(data) + WIRE_OVERHEAD))
         sends.append(sent)
     out = summarize(samples, count)
     out["steady"] = steady_rate(arrivals, skip_s)
+    out["ce"] = ce
     if packets:
         out["packets"] = [[seq, sent, owd] for (seq, owd), sent in zip(samples, sends)]
     return out

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,6 +34,28 @@ from leftovers import assert_nothing_left, vm_leftovers  # noqa: E402
 # One guest per core, at most two (this machine's count; more guests than cores only share
 # the cores).
 GUESTS = max(1, min(2, os.cpu_count() or 1))
+
+# When each job started and ended (seconds since the first started), for the step's summary:
+# what the step's time went to, and which job was its longest path.
+TIMELINE: dict[str, tuple[float, float | None]] = {}
+
+
+def timed(name: str, job: Job, dest: Path, stop: threading.Event, t0: float):
+    """`job.run(dest, stop)`, its start and end kept in TIMELINE."""
+    TIMELINE[name] = (time.monotonic() - t0, None)
+    try:
+        return job.run(dest, stop)
+    finally:
+        TIMELINE[name] = (TIMELINE[name][0], time.monotonic() - t0)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not TIMELINE:
+        return
+    terminalreporter.section("guests (wall seconds from the step's first boot)")
+    for name, (start, end) in sorted(TIMELINE.items(), key=lambda kv: kv[1][0]):
+        span = "unfinished" if end is None else f"to {end:4.0f} s ({end - start:4.0f} s)"
+        terminalreporter.write_line(f"from {start:4.0f} s {span}  {name}")
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +75,8 @@ def guests(request, tmp_path_factory) -> dict[str, Future]:
         prepare(kernel, lambda m: sys.stderr.write(m + "\n"))
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=GUESTS)
-    futures = {name: pool.submit(job.run, tmp_path_factory.mktemp(re.sub(r"\W+", "-", name)), stop)
+    t0 = time.monotonic()
+    futures = {name: pool.submit(timed, name, job, tmp_path_factory.mktemp(re.sub(r"\W+", "-", name)), stop, t0)
                for name, job in sorted(jobs.items(), key=lambda kv: (-kv[1].wall_s, kv[0]))}
     try:
         yield futures

@@ -41,10 +41,6 @@ GBN_MODULE = "tests/test_faststart_gbn.py"
 WALL_S_PER_TEST = 38
 
 
-class Stopped(Exception):
-    """The guests were told to stop (the step's tests ended early, e.g. on Ctrl-C)."""
-
-
 def virtual_clock_modules() -> list[str]:
     """The test modules marked virtual_clock as a whole (their `pytestmark`)."""
     return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")
@@ -79,10 +75,8 @@ def guest_outcomes(modules: list[str], kernel: str, name: str, tmp_path: Path,
     from cli.virtual import pytest_in_guest
 
     def progress(message: str) -> None:
-        if stop is not None and stop.is_set():
-            raise Stopped(name)             # from the boot's watch: the guest is stopped
         sys.stderr.write(f"[{name}] {message}\n")
-    boot, out = pytest_in_guest(modules, tmp_path, kernel=kernel, progress=progress)
+    boot, out = pytest_in_guest(modules, tmp_path, kernel=kernel, progress=progress, stop=stop)
     output = (out / "output.txt").read_text(errors="replace") if (out / "output.txt").is_file() else ""
     sys.stderr.write(f"[{name}] " + output[-4000:])
     assert (out / "junit.xml").is_file(), f"the guest's pytest wrote no JUnit XML (exit {boot.rc}): {output[-2000:]}"

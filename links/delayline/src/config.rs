@@ -1,6 +1,6 @@
 //! Command line: parsing and range checks, each failure one clear line.
 
-use crate::queue::{Policy, QueueConfig, Red, TraceLink, DEFAULT_LOW_DSCP};
+use crate::queue::{Codel, Policy, QueueConfig, Red, TraceLink, DEFAULT_LOW_DSCP};
 use crate::ring::MAX_RING_BYTES;
 use crate::schedule::{Tuning, MAX_DELAY_NS, NS_PER_US};
 use crate::trace::Trace;
@@ -10,7 +10,8 @@ use std::sync::Arc;
 pub const USAGE: &str = "usage: startlab-delayline --if-a IFA --if-b IFB --delay-ab-us N --delay-ba-us N \
 --ring-ab-bytes N --ring-ba-bytes N --stats PATH [--cpu-a K --cpu-b K]
   bottleneck per direction D (ab or ba), before the delay:
-  [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red] [--low-dscp-D LIST] [--red-D MIN,MAX,P]]
+  [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red|codel] [--low-dscp-D LIST] [--red-D MIN,MAX,P]
+   [--codel-D TARGET_US,INTERVAL_US[,ecn] (default 5000,100000: RFC 8289's; ecn marks ECN-capable frames)]]
   or a trace of delivery opportunities (mahimahi's format) instead of the rate:
   [--trace-D PATH [--opportunity-D-bytes N (default 1514: an MTU-sized packet's frame)] --limit-D-bytes N ...]
   and random (Bernoulli) loss of arriving frames, before the queue: [--loss-D P]
@@ -66,6 +67,7 @@ struct QueueFlags {
     policy: Option<String>,
     low_dscp: Option<u64>,
     red: Option<Red>,
+    codel: Option<Codel>,
     loss: Option<f64>,
 }
 
@@ -107,6 +109,26 @@ fn red(flag: &str, v: &str) -> Result<Red, String> {
     Ok(Red { min_bytes, max_bytes, max_p })
 }
 
+/// `--codel-D TARGET_US,INTERVAL_US[,ecn]`.
+fn codel(flag: &str, v: &str) -> Result<Codel, String> {
+    let parts: Vec<&str> = v.split(',').map(|p| p.trim()).collect();
+    let bad = || format!("{} wants TARGET_US,INTERVAL_US or TARGET_US,INTERVAL_US,ecn (e.g. 5000,100000), got {:?}", flag, v);
+    let ecn = match parts.get(2) {
+        None => false,
+        Some(&"ecn") if parts.len() == 3 => true,
+        _ => return Err(bad()),
+    };
+    if parts.len() < 2 {
+        return Err(bad());
+    }
+    let target_us: i64 = parts[0].parse().map_err(|_| bad())?;
+    let interval_us: i64 = parts[1].parse().map_err(|_| bad())?;
+    if target_us <= 0 || interval_us <= target_us || interval_us > MAX_DELAY_NS / NS_PER_US {
+        return Err(format!("{}: needs 0 < TARGET < INTERVAL <= 10 s, got {:?}", flag, v));
+    }
+    Ok(Codel { target_ns: target_us * NS_PER_US, interval_ns: interval_us * NS_PER_US, ecn })
+}
+
 /// The trace named by --trace-D, read and checked.
 fn trace_link(dir: &str, path: &PathBuf, opportunity: Option<u64>) -> Result<TraceLink, String> {
     let flag = format!("--trace-{}", dir);
@@ -134,7 +156,9 @@ fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String>
         (Some(r), _) => r,
         (None, Some(t)) => t.trace.mean_bps(t.opportunity_bytes).max(1),
         (None, None) => {
-            if f.limit.is_some() || f.policy.is_some() || f.low_dscp.is_some() || f.red.is_some() || f.loss.is_some() {
+            if f.limit.is_some() || f.policy.is_some() || f.low_dscp.is_some() || f.red.is_some() || f.codel.is_some()
+                || f.loss.is_some()
+            {
                 return Err(format!("queue options for {} need --rate-{}-bps or --trace-{}", dir, dir, dir));
             }
             return Ok(None);
@@ -145,10 +169,14 @@ fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String>
         "droptail" => Policy::DropTail,
         "pushout" => Policy::PushOut,
         "red" => Policy::Red(f.red.unwrap_or_else(|| Red::for_limit(limit))),
-        other => return Err(format!("--policy-{}: unknown policy {:?}: use droptail, pushout or red", dir, other)),
+        "codel" => Policy::Codel(f.codel.unwrap_or(Codel::DEFAULT)),
+        other => return Err(format!("--policy-{}: unknown policy {:?}: use droptail, pushout, red or codel", dir, other)),
     };
     if f.red.is_some() && !matches!(policy, Policy::Red(_)) {
         return Err(format!("--red-{} applies to --policy-{} red only", dir, dir));
+    }
+    if f.codel.is_some() && !matches!(policy, Policy::Codel(_)) {
+        return Err(format!("--codel-{} applies to --policy-{} codel only", dir, dir));
     }
     let loss = f.loss.unwrap_or(0.0);
     Ok(Some(QueueConfig { rate_bps: rate, limit_bytes: limit, policy, low_dscp: f.low_dscp.unwrap_or(1u64 << DEFAULT_LOW_DSCP), trace, loss }))
@@ -241,6 +269,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--low-dscp-ba" => q_ba.low_dscp = Some(dscp_set(flag, value)?),
             "--red-ab" => q_ab.red = Some(red(flag, value)?),
             "--red-ba" => q_ba.red = Some(red(flag, value)?),
+            "--codel-ab" => q_ab.codel = Some(codel(flag, value)?),
+            "--codel-ba" => q_ba.codel = Some(codel(flag, value)?),
             "--pairs-ab" => pairs_ab = Some(PathBuf::from(value)),
             "--pairs-ba" => pairs_ba = Some(PathBuf::from(value)),
             "--delay-trace-ab" => delay_trace_ab = Some(PathBuf::from(value)),
@@ -391,11 +421,18 @@ mod tests {
         assert!(bad("--limit-ab-bytes 1000").contains("need --rate-ab-bps"));
         assert!(bad("--rate-ab-bps 1000").contains("needs --limit-ab-bytes"));
         assert!(bad("--rate-ab-bps 0 --limit-ab-bytes 1").contains("positive"));
-        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab codel").contains("unknown policy"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab pie").contains("unknown policy"));
         assert!(bad("--rate-ba-bps 1000 --limit-ba-bytes 1000 --low-dscp-ba 64").contains("out of range"));
         assert!(bad("--rate-ba-bps 1000 --limit-ba-bytes 1000 --low-dscp-ba x").contains("DSCP values"));
         assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --red-ab 1,2,0.1").contains("red only"));
         assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab red --red-ab 5,2,0.1").contains("MIN < MAX"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --codel-ab 5000,100000").contains("codel only"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab codel --codel-ab 5000,100000,red").contains("TARGET_US,INTERVAL_US"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab codel --codel-ab 5000,4000").contains("TARGET < INTERVAL"));
+        let c = parse(&args(&format!("{} --rate-ab-bps 8000 --limit-ab-bytes 4000 --policy-ab codel", OK))).unwrap();
+        assert_eq!(c.queue_ab.unwrap().policy, Policy::Codel(Codel::DEFAULT));
+        let c = parse(&args(&format!("{} --rate-ab-bps 8000 --limit-ab-bytes 4000 --policy-ab codel --codel-ab 2000,50000,ecn", OK))).unwrap();
+        assert_eq!(c.queue_ab.unwrap().policy, Policy::Codel(Codel { target_ns: 2_000_000, interval_ns: 50_000_000, ecn: true }));
     }
 
     #[test]

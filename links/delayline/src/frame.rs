@@ -1,4 +1,5 @@
-//! What the line reads from a frame: DSCP, IPv4 address pair, and its size on the wire.
+//! What the line reads from a frame: DSCP, ECN, IPv4 address pair, and its size on the wire;
+//! and the one thing it writes, a CE mark.
 //!
 //! Frames are Ethernet (no FCS) behind a virtio_net_hdr; up to two VLAN tags are skipped.
 
@@ -40,6 +41,49 @@ pub fn dscp(frame: &[u8]) -> Option<u8> {
         ETH_P_IPV6 if frame.get(l3)? >> 4 == 6 => Some(((frame[l3] & 0x0f) << 2) | (frame.get(l3 + 1)? >> 6)),
         _ => None,
     }
+}
+
+/// The ECN field (RFC 3168) of an IPv4 or IPv6 frame: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
+pub fn ecn(frame: &[u8]) -> Option<u8> {
+    let (kind, l3) = network(frame)?;
+    match kind {
+        ETH_P_IP if frame.get(l3)? >> 4 == 4 => Some(frame.get(l3 + 1)? & 0x03),
+        ETH_P_IPV6 if frame.get(l3)? >> 4 == 6 => Some((frame.get(l3 + 1)? >> 4) & 0x03),
+        _ => None,
+    }
+}
+
+/// Set CE in an ECN-capable frame (ECT(0) or ECT(1)), as a router that marks instead of
+/// dropping does; IPv4's header checksum is updated incrementally (RFC 1624, eqn. 3).
+/// Returns whether the frame is now CE.
+pub fn set_ce(frame: &mut [u8]) -> bool {
+    let (kind, l3) = match network(frame) {
+        Some(n) => n,
+        None => return false,
+    };
+    match ecn(frame) {
+        Some(3) => return true,
+        Some(1) | Some(2) => {}
+        _ => return false,
+    }
+    if kind == ETH_P_IPV6 {
+        frame[l3 + 1] |= 0x30;
+        return true;
+    }
+    if frame.len() < l3 + 20 {
+        return false;
+    }
+    let old = u16::from_be_bytes([frame[l3], frame[l3 + 1]]);
+    frame[l3 + 1] |= 0x03;
+    let new = u16::from_be_bytes([frame[l3], frame[l3 + 1]]);
+    let check = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
+    // HC' = ~(~HC + ~m + m'), in ones' complement.
+    let mut sum = (!check as u32) + (!old as u32) + new as u32;
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    frame[l3 + 10..l3 + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    true
 }
 
 /// IPv4 (source, destination) as host-order integers.
@@ -129,6 +173,37 @@ pub mod tests {
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(dscp(&arp), None);
         assert_eq!(dscp(&[0u8; 13]), None);
+    }
+
+    /// IPv4's header checksum computed from scratch.
+    fn ipv4_checksum(h: &[u8]) -> u16 {
+        let mut sum: u32 = h.chunks(2).enumerate().filter(|(i, _)| *i != 5).map(|(_, w)| u16::from_be_bytes([w[0], w[1]]) as u32).sum();
+        while sum >> 16 != 0 {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
+    #[test]
+    fn sets_ce_only_in_ecn_capable_frames_and_keeps_the_ipv4_checksum_right() {
+        for ecn_bits in 0..4u8 {
+            let mut f = ipv4_frame([10, 0, 0, 1], [10, 0, 0, 2], (14 << 2) | ecn_bits, IPPROTO_TCP, 100);
+            let sum = ipv4_checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&sum.to_be_bytes());
+            assert_eq!(ecn(&f), Some(ecn_bits));
+            let marked = set_ce(&mut f);
+            assert_eq!(marked, ecn_bits != 0, "ECN bits {ecn_bits}");
+            assert_eq!(ecn(&f), Some(if ecn_bits != 0 { 3 } else { 0 }));
+            assert_eq!(dscp(&f), Some(14), "the DSCP is kept");
+            assert_eq!(u16::from_be_bytes([f[24], f[25]]), ipv4_checksum(&f[14..34]), "ECN bits {ecn_bits}");
+        }
+        let mut v6 = vec![0u8; ETH_HLEN + 40];
+        v6[12..14].copy_from_slice(&ETH_P_IPV6.to_be_bytes());
+        v6[14] = 0x60;
+        v6[15] = 0x20; // ECT(0)
+        assert_eq!(ecn(&v6), Some(2));
+        assert!(set_ce(&mut v6));
+        assert_eq!((ecn(&v6), v6[15]), (Some(3), 0x30));
     }
 
     #[test]

@@ -219,16 +219,35 @@ impl Direction {
         }
         let q = self.queue.as_mut().expect("checked above");
         let low = q.config().is_low(frame::dscp(eth));
+        let ect = matches!(frame::ecn(eth), Some(1) | Some(2));
         let bytes = frame::wire_bytes(&data[..VNET_HDR_LEN], eth);
         self.dropped.clear();
-        let queued = q.offer(seq, bytes, low, arrival, &mut self.departed, &mut self.dropped);
+        let queued = q.offer(seq, bytes, low, ect, arrival, &mut self.departed, &mut self.dropped);
         for victim in self.dropped.iter() {
             self.ring.free(*victim);
         }
         if !queued {
             self.ring.free(seq);
         }
+        self.apply_aqm();
         self.hold_departed(st);
+    }
+
+    /// What the queue's AQM decided at the head since the last call: free the frames it
+    /// dropped, set CE in those it marked (before they are sent).
+    fn apply_aqm(&mut self) {
+        let q = match self.queue.as_mut() {
+            Some(q) => q,
+            None => return,
+        };
+        for victim in q.head_dropped.drain(..) {
+            self.ring.free(victim);
+        }
+        for seq in q.marked.drain(..) {
+            if let Some(f) = self.ring.frame_mut(seq) {
+                frame::set_ce(&mut f[VNET_HDR_LEN..]);
+            }
+        }
     }
 
     /// Read everything waiting (bounded per round). Returns the frames read and the time
@@ -305,6 +324,7 @@ impl Direction {
         let mut sent_total = 0;
         if let Some(q) = self.queue.as_mut() {
             q.depart_until(horizon, &mut self.departed);
+            self.apply_aqm();
             self.hold_departed(st);
         }
         loop {

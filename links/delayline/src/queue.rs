@@ -7,8 +7,12 @@
 //! counted in the buffer until then, as in tbf), then gets the propagation delay.
 //! Departures never decrease, so the queue never reorders.
 //!
-//! Pure logic on frame ids: the caller stores the bytes and frees the ids this queue
-//! reports dropped.
+//! Pure logic on frame ids: the caller stores the bytes, frees the ids this queue reports
+//! dropped and sets CE in the ids it reports marked.
+//!
+//! CoDel (RFC 8289) judges a frame when the link starts sending it, as a router dequeues
+//! it: its sojourn time is that start minus its arrival. A frame CoDel drops never
+//! occupies the link, so the next one starts at the same instant.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -38,6 +42,22 @@ impl Red {
     }
 }
 
+/// CoDel's parameters (RFC 8289: target 5 ms, interval 100 ms). With `ecn`, an
+/// ECN-capable frame is marked CE where a drop was due, and sent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Codel {
+    pub target_ns: i64,
+    pub interval_ns: i64,
+    pub ecn: bool,
+}
+
+impl Codel {
+    pub const DEFAULT: Codel = Codel { target_ns: 5_000_000, interval_ns: 100_000_000, ecn: false };
+}
+
+/// RFC 8289's MAXPACKET: a queue holding at most one MTU-sized frame is never signalled.
+const CODEL_MAX_PACKET_BYTES: u64 = 1_514;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Policy {
     /// A full buffer drops the arrival.
@@ -46,6 +66,8 @@ pub enum Policy {
     PushOut,
     /// Random early drop on the average queue, drop-tail at the limit.
     Red(Red),
+    /// CoDel's sojourn-time control law at the head, drop-tail at the limit.
+    Codel(Codel),
 }
 
 impl Policy {
@@ -54,6 +76,7 @@ impl Policy {
             Policy::DropTail => "droptail",
             Policy::PushOut => "pushout",
             Policy::Red(_) => "red",
+            Policy::Codel(_) => "codel",
         }
     }
 }
@@ -97,6 +120,9 @@ impl QueueConfig {
         );
         if let Policy::Red(r) = self.policy {
             let _ = write!(s, ", \"red\": {{\"min_bytes\": {}, \"max_bytes\": {}, \"max_p\": {}}}", r.min_bytes, r.max_bytes, r.max_p);
+        }
+        if let Policy::Codel(c) = self.policy {
+            let _ = write!(s, ", \"codel\": {{\"target_ns\": {}, \"interval_ns\": {}, \"ecn\": {}}}", c.target_ns, c.interval_ns, c.ecn);
         }
         if self.loss > 0.0 {
             let _ = write!(s, ", \"loss\": {}", self.loss);
@@ -144,6 +170,10 @@ pub struct QueueStats {
     pub early_drops: u64,
     /// Of the drops, the link's random losses (QueueConfig::loss), not the queue's.
     pub random_drops: u64,
+    /// Of the drops, CoDel's at the head.
+    pub aqm_drops: u64,
+    /// Frames CoDel marked CE instead of dropping them (not drops).
+    pub marks: u64,
     pub high_water_bytes: u64,
     pub high_water_frames: u64,
     /// With a trace link: when its trace began (the first frame's arrival, CLOCK_MONOTONIC).
@@ -158,7 +188,8 @@ impl QueueStats {
     pub fn json(&self) -> String {
         format!(
             "{{\"enqueued\": {}, \"dropped\": {}, \"sent\": {}, \"sent_bytes\": {}, \"pushed_out\": {}, \
-             \"early_drops\": {}, \"random_drops\": {}, \"high_water_bytes\": {}, \"high_water_frames\": {}, \
+             \"early_drops\": {}, \"random_drops\": {}, \"aqm_drops\": {}, \"marks\": {}, \
+             \"high_water_bytes\": {}, \"high_water_frames\": {}, \
              \"trace_epoch_mono_ns\": {}, \
              \"classes\": {{\"normal\": {}, \"low\": {}}}}}",
             self.normal.enqueued + self.low.enqueued,
@@ -168,6 +199,8 @@ impl QueueStats {
             self.pushed_out,
             self.early_drops,
             self.random_drops,
+            self.aqm_drops,
+            self.marks,
             self.high_water_bytes,
             self.high_water_frames,
             self.trace_epoch_mono_ns.map_or("null".to_string(), |t| t.to_string()),
@@ -190,8 +223,21 @@ struct Entry {
     bytes: u64,
     low: bool,
     arrival_ns: i64,
+    /// ECN-capable (ECT(0) or ECT(1)): CoDel with ECN marks it instead of dropping it.
+    ect: bool,
     /// Pushed out: skipped when it reaches the head.
     dead: bool,
+}
+
+/// CoDel's state (RFC 8289 §5): whether it is in its dropping state, when its sojourn time
+/// first stayed above target, its next drop and its drop counts.
+#[derive(Default)]
+struct CodelState {
+    first_above: Option<i64>,
+    dropping: bool,
+    drop_next: i64,
+    count: u32,
+    lastcount: u32,
 }
 
 struct RedState {
@@ -226,6 +272,11 @@ pub struct Bottleneck {
     trace: Option<TraceDrain>,
     /// The random loss's own generator, so that RED's draws do not depend on it.
     loss_rng: u64,
+    codel: CodelState,
+    /// Queued frames CoDel dropped at the head, for the caller to free (it drains this).
+    pub head_dropped: Vec<u64>,
+    /// Frames CoDel marked, for the caller to set CE in before they are sent (it drains this).
+    pub marked: Vec<u64>,
     pub stats: QueueStats,
 }
 
@@ -246,6 +297,9 @@ impl Bottleneck {
             red: RedState { avg: 0.0, count: -1, idle_since: None, rng: 0x9E37_79B9_7F4A_7C15 },
             trace: cfg.trace.as_ref().map(|t| TraceDrain::new(t.trace.clone(), t.opportunity_bytes)),
             loss_rng: 0xD1B5_4A32_D192_ED03,
+            codel: CodelState::default(),
+            head_dropped: Vec::new(),
+            marked: Vec::new(),
             cfg,
             stats: QueueStats::default(),
         }
@@ -273,8 +327,11 @@ impl Bottleneck {
         (num / self.cfg.rate_bps) as i64
     }
 
-    /// Fix the departure of the new head.
+    /// Fix the departure of the new head (after CoDel has judged it).
     fn start_head(&mut self) {
+        if let Policy::Codel(c) = self.cfg.policy {
+            self.codel_at_head(&c);
+        }
         let (arrival, bytes) = match self.entries.front() {
             Some(e) => (e.arrival_ns, e.bytes),
             None => {
@@ -297,30 +354,124 @@ impl Bottleneck {
         });
     }
 
+    /// Take the head out of the queue (sent or dropped), and the pushed-out frames behind it.
+    fn pop_head(&mut self) -> Entry {
+        let e = self.entries.pop_front().expect("a head");
+        if e.low {
+            let p = self.low_pos.pop_front();
+            debug_assert_eq!(p, Some(self.first_pos));
+            self.low_bytes -= e.bytes;
+        }
+        self.first_pos += 1;
+        self.bytes -= e.bytes;
+        self.frames -= 1;
+        while self.entries.front().map_or(false, |f| f.dead) {
+            self.entries.pop_front();
+            self.first_pos += 1;
+        }
+        e
+    }
+
+    /// RFC 8289's ok-to-drop test for the head, which the link starts at `now`: its
+    /// sojourn time has stayed at or above target for an interval, with more than one
+    /// MTU-sized frame queued behind it.
+    fn codel_should_drop(&mut self, c: &Codel, now: i64) -> bool {
+        let e = match self.entries.front() {
+            Some(e) => e,
+            None => {
+                self.codel.first_above = None;
+                return false;
+            }
+        };
+        if now - e.arrival_ns < c.target_ns || self.bytes - e.bytes <= CODEL_MAX_PACKET_BYTES {
+            self.codel.first_above = None;
+            return false;
+        }
+        match self.codel.first_above {
+            None => {
+                self.codel.first_above = Some(now + c.interval_ns);
+                false
+            }
+            Some(t) => now >= t,
+        }
+    }
+
+    /// Signal congestion on the head: mark it (ECN-capable, with ECN on; it is then sent,
+    /// and true is returned) or drop it (the next frame becomes the head).
+    fn codel_signal(&mut self, c: &Codel) -> bool {
+        let e = self.entries.front_mut().expect("a head to signal");
+        if c.ecn && e.ect {
+            e.ect = false; // CE now: a frame is marked once
+            self.marked.push(e.id);
+            self.stats.marks += 1;
+            return true;
+        }
+        let e = self.pop_head();
+        self.head_dropped.push(e.id);
+        self.stats.class(e.low).dropped += 1;
+        self.stats.aqm_drops += 1;
+        false
+    }
+
+    /// RFC 8289's control law: the next signal an interval / √count after `t`.
+    fn codel_next(c: &Codel, t: i64, count: u32) -> i64 {
+        t + (c.interval_ns as f64 / (count.max(1) as f64).sqrt()) as i64
+    }
+
+    /// CoDel's dequeue (RFC 8289 §5.5) for the frame at the head, which the link starts
+    /// sending when it is free: drops heads (or marks one) as the control law says, until
+    /// the head is a frame to send or the queue is empty.
+    fn codel_at_head(&mut self, c: &Codel) {
+        let now = match self.entries.front() {
+            Some(e) => e.arrival_ns.max(self.last_departure),
+            None => {
+                self.codel.dropping = false;
+                return;
+            }
+        };
+        let ok_to_drop = self.codel_should_drop(c, now);
+        if self.codel.dropping {
+            if !ok_to_drop {
+                self.codel.dropping = false;
+            }
+            while self.codel.dropping && now >= self.codel.drop_next {
+                self.codel.count += 1;
+                if self.codel_signal(c) {
+                    self.codel.drop_next = Self::codel_next(c, self.codel.drop_next, self.codel.count);
+                    return;
+                }
+                if self.codel_should_drop(c, now) {
+                    self.codel.drop_next = Self::codel_next(c, self.codel.drop_next, self.codel.count);
+                } else {
+                    self.codel.dropping = false;
+                }
+            }
+        } else if ok_to_drop {
+            if !self.codel_signal(c) {
+                // The next head's sojourn starts or clears the above-target timer.
+                self.codel_should_drop(c, now);
+            }
+            self.codel.dropping = true;
+            // Back in the dropping state soon after leaving it: resume near the old rate.
+            let delta = self.codel.count.wrapping_sub(self.codel.lastcount);
+            self.codel.count = if delta > 1 && now - self.codel.drop_next < 16 * c.interval_ns { delta } else { 1 };
+            self.codel.drop_next = Self::codel_next(c, now, self.codel.count);
+            self.codel.lastcount = self.codel.count;
+        }
+    }
+
     /// Move every frame whose departure is ≤ `t` out, in order: (id, departure ns).
     pub fn depart_until(&mut self, t: i64, out: &mut Vec<(u64, i64)>) {
         while let Some(d) = self.head_departure {
             if d > t {
                 break;
             }
-            let e = self.entries.pop_front().expect("a head departure implies a head");
-            if e.low {
-                let p = self.low_pos.pop_front();
-                debug_assert_eq!(p, Some(self.first_pos));
-                self.low_bytes -= e.bytes;
-            }
-            self.first_pos += 1;
-            self.bytes -= e.bytes;
-            self.frames -= 1;
+            let e = self.pop_head();
             let c = self.stats.class(e.low);
             c.sent += 1;
             c.sent_bytes += e.bytes;
             self.last_departure = d;
             out.push((e.id, d));
-            while self.entries.front().map_or(false, |f| f.dead) {
-                self.entries.pop_front();
-                self.first_pos += 1;
-            }
             self.start_head();
             if self.frames == 0 {
                 self.red.idle_since = Some(d);
@@ -330,9 +481,12 @@ impl Bottleneck {
     }
 
     /// Offer a frame arriving at `t` (kernel time; clamped to the queue's clock, which
-    /// never goes back). Frames that departed up to `t` are appended to `departed`, ids
-    /// of queued frames pushed out to `dropped`. Returns whether the frame was queued.
-    pub fn offer(&mut self, id: u64, bytes: u64, low: bool, t: i64, departed: &mut Vec<(u64, i64)>, dropped: &mut Vec<u64>) -> bool {
+    /// never goes back); `ect`: it is ECN-capable. Frames that departed up to `t` are
+    /// appended to `departed`, ids of queued frames pushed out to `dropped`. Returns
+    /// whether the frame was queued.
+    #[allow(clippy::too_many_arguments)]
+    pub fn offer(&mut self, id: u64, bytes: u64, low: bool, ect: bool, t: i64, departed: &mut Vec<(u64, i64)>,
+                 dropped: &mut Vec<u64>) -> bool {
         let t = t.max(self.clock);
         self.depart_until(t, departed);
         if self.cfg.loss > 0.0 && uniform(&mut self.loss_rng) < self.cfg.loss {
@@ -342,7 +496,7 @@ impl Bottleneck {
         }
         let full = self.bytes + bytes > self.cfg.limit_bytes;
         let admit = match self.cfg.policy {
-            Policy::DropTail => !full,
+            Policy::DropTail | Policy::Codel(_) => !full,
             Policy::PushOut => !full || self.push_out(self.bytes + bytes - self.cfg.limit_bytes, dropped),
             Policy::Red(r) => {
                 let early = self.red_early_drop(&r, t);
@@ -357,7 +511,7 @@ impl Bottleneck {
             return false;
         }
         let pos = self.first_pos + self.entries.len() as u64;
-        self.entries.push_back(Entry { id, bytes, low, arrival_ns: t, dead: false });
+        self.entries.push_back(Entry { id, bytes, low, arrival_ns: t, ect, dead: false });
         if low {
             self.low_pos.push_back(pos);
             self.low_bytes += bytes;
@@ -458,7 +612,7 @@ mod tests {
     /// Offer and return (accepted, pushed-out ids); departures go to `dep`.
     fn offer(b: &mut Bottleneck, id: u64, bytes: u64, low: bool, t: i64, dep: &mut Vec<(u64, i64)>) -> (bool, Vec<u64>) {
         let mut dropped = Vec::new();
-        let ok = b.offer(id, bytes, low, t, dep, &mut dropped);
+        let ok = b.offer(id, bytes, low, false, t, dep, &mut dropped);
         (ok, dropped)
     }
 
@@ -650,7 +804,7 @@ mod tests {
             let bytes = 1000 + (id * 97) % 501;
             t += (bytes * 8 * NS_PER_S / (15 * MBIT)) as i64;
             let mut dropped = Vec::new();
-            if b.offer(id, bytes, id % 3 == 0, t, &mut dep, &mut dropped) {
+            if b.offer(id, bytes, id % 3 == 0, false, t, &mut dep, &mut dropped) {
                 accepted.push(id);
             }
             accepted.retain(|a| !dropped.contains(a));
@@ -675,7 +829,7 @@ mod tests {
         for id in 0..50_000u64 {
             t += (1514 * 8 * NS_PER_S / (75 * MBIT)) as i64;
             let mut d = Vec::new();
-            b.offer(id, 1514, false, t, &mut dep, &mut d);
+            b.offer(id, 1514, false, false, t, &mut dep, &mut d);
         }
         // Between two departures of a busy link: bytes sent after the first / time.
         let (first, last) = (dep[100], dep[dep.len() - 1]);
@@ -722,5 +876,86 @@ mod tests {
             offer(&mut again, id, 1000, false, t, &mut dep);
         }
         assert_eq!(again.stats, b.stats);
+    }
+
+    /// CoDel on a 10 Mbit/s link offered 20 Mbit/s of 1514-byte frames for `ms`: every
+    /// frame's (id, arrival), the departures, the ids dropped at the head and those marked.
+    fn codel_overload(ecn: bool, ms: i64) -> (Vec<(u64, i64)>, Vec<(u64, i64)>, Vec<u64>, Vec<u64>, QueueStats) {
+        let mut b = q(10 * MBIT, 1 << 30, Policy::Codel(Codel { ecn, ..Codel::DEFAULT }));
+        let (mut arrivals, mut dep, mut dropped, mut marked) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let gap = (1514 * 8 * NS_PER_S / (20 * MBIT)) as i64;
+        let mut id = 0;
+        while id as i64 * gap < ms * 1_000_000 {
+            let t = id as i64 * gap;
+            let mut pushed = Vec::new();
+            assert!(b.offer(id, 1514, false, true, t, &mut dep, &mut pushed));
+            arrivals.push((id, t));
+            dropped.append(&mut b.head_dropped);
+            marked.append(&mut b.marked);
+            id += 1;
+        }
+        dep.extend(drain(&mut b));
+        dropped.append(&mut b.head_dropped);
+        marked.append(&mut b.marked);
+        (arrivals, dep, dropped, marked, b.stats.clone())
+    }
+
+    /// When the link started sending (or dropped) frame `id` of a busy link: the departure
+    /// of the last frame sent before it.
+    fn start_of(id: u64, dep: &[(u64, i64)]) -> i64 {
+        dep.iter().filter(|(d, _)| *d < id).map(|(_, t)| *t).max().expect("a frame left before")
+    }
+
+    #[test]
+    fn codel_drops_first_an_interval_after_the_sojourn_rose_above_target_then_at_interval_over_root_count() {
+        let (arrivals, dep, dropped, _, stats) = codel_overload(false, 1_000);
+        let frame_ns = (1514 * 8 * NS_PER_S / (10 * MBIT)) as i64; // 1.2112 ms
+        // The first frame that waited at least the target (5 ms) when the link took it.
+        let above = arrivals.iter().find(|(id, a)| *id > 0 && start_of(*id, &dep) - a >= 5_000_000).unwrap();
+        let t_above = start_of(above.0, &dep);
+        // The first drop: the first head the link takes an interval (100 ms) later.
+        let first = start_of(dropped[0], &dep);
+        assert!(first >= t_above + 100_000_000 && first < t_above + 100_000_000 + frame_ns,
+                "sojourn above target from {t_above} ns, first drop at {first} ns");
+        // Then the k-th drop's due time plus interval / √k for the next (100 ms, 70.7 ms,
+        // 57.7 ms, …), each at the first head the link takes at or after it.
+        let mut next = first as f64;
+        for (n, id) in dropped.iter().enumerate().skip(1).take(8) {
+            next += 100e6 / (n as f64).sqrt();
+            let at = start_of(*id, &dep) as f64;
+            assert!(at >= next - 1.0 && at < next + frame_ns as f64, "drop {n} at {at} ns, due at {next} ns");
+        }
+        assert_eq!(stats.aqm_drops, dropped.len() as u64);
+        assert_eq!(stats.normal.dropped, stats.aqm_drops);
+        // A drop never takes the link: the sent frames still leave back to back.
+        assert!(dep.windows(2).skip(5).take(500).all(|w| w[1].1 - w[0].1 <= frame_ns + 1));
+    }
+
+    #[test]
+    fn codel_with_ecn_marks_the_frame_it_would_have_dropped_and_drops_none() {
+        let (_, _, dropped, _, _) = codel_overload(false, 400);
+        let (_, dep, none, marked, stats) = codel_overload(true, 400);
+        assert!(none.is_empty() && stats.aqm_drops == 0, "{:?}", stats);
+        assert_eq!(marked[0], dropped[0], "the first signal falls on the same frame");
+        assert_eq!(stats.marks, marked.len() as u64);
+        assert!(marked.len() > 1 && marked.iter().all(|m| dep.iter().any(|(d, _)| d == m)), "marked frames are sent");
+        let json = stats.json();
+        assert!(json.contains(&format!("\"marks\": {}", marked.len())) && json.contains("\"aqm_drops\": 0"), "{json}");
+    }
+
+    #[test]
+    fn codel_never_signals_a_queue_of_one_frame_however_long_it_waits() {
+        // 1 Mbit/s: a 1514-byte frame takes 12.1 ms. Pairs every 30 ms: the second of each
+        // pair waits 12.1 ms (above target) with nothing queued behind it.
+        let mut b = q(MBIT, 1 << 20, Policy::Codel(Codel::DEFAULT));
+        let mut dep = Vec::new();
+        for pair in 0..100u64 {
+            for k in 0..2 {
+                offer(&mut b, pair * 2 + k, 1514, false, pair as i64 * 30_000_000, &mut dep);
+            }
+        }
+        assert_eq!(drain(&mut b).len() + dep.len(), 200);
+        assert!(b.head_dropped.is_empty() && b.stats.aqm_drops == 0);
+        assert!(b.config().json().contains("\"codel\": {\"target_ns\": 5000000, \"interval_ns\": 100000000, \"ecn\": false}"));
     }
 }

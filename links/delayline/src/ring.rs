@@ -164,6 +164,13 @@ impl Ring {
         unsafe { std::slice::from_raw_parts(self.frame_ptr(&slot), slot.len) }
     }
 
+    /// A held frame's bytes, to rewrite in place (a CE mark).
+    pub fn frame_mut(&mut self, seq: u64) -> Option<&mut [u8]> {
+        let slot = self.get(seq)?;
+        // SAFETY: as frame_ptr; the slot is held, and &mut self keeps every other borrow out.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.add(slot.offset), slot.len) })
+    }
+
     /// The frame was sent or dropped: its bytes may be reused once no older (or, at
     /// the newest end, newer) frame still needs the space in between.
     pub fn free(&mut self, seq: u64) {

@@ -454,6 +454,8 @@ mod tests {
             pushed_out: 1,
             early_drops: 0,
             random_drops: 0,
+            aqm_drops: 0,
+            marks: 0,
             high_water_bytes: 4500,
             high_water_frames: 3,
             trace_epoch_mono_ns: None,
