@@ -63,7 +63,7 @@ def ring_bytes(rate_bps: float | None, delay_s: float) -> int:
     return min(max(need, RING_FLOOR_BYTES), RING_MAX_BYTES)
 
 
-QUEUE_POLICIES = ("droptail", "pushout", "red", "codel")
+QUEUE_POLICIES = ("droptail", "pushout", "red", "codel", "pie")
 AF13 = 14                           # DSCP of the default low-priority class
 # The line's a side faces the clients: a→b carries client → server (up), b→a the other way.
 LINE_DIRECTION = {"up": "ab", "down": "ba"}
@@ -77,15 +77,16 @@ class LineQueue:
     limit_bytes is the buffer in the same bytes. `pushout` drops the most recently queued
     frame whose DSCP is in `low_dscp` to make room for an arrival; `red` takes
     (min_bytes, max_bytes, max_p), default a quarter and three quarters of the limit, 0.1;
-    `codel` (RFC 8289) takes (target_us, interval_us, ecn), default (5000, 100000, False),
-    and with ecn marks ECN-capable frames CE instead of dropping them.
+    the AQMs take `aqm`: `codel` (RFC 8289) its (target_us, interval_us, ecn), default
+    (5000, 100000, False), `pie` (RFC 8033) its (target_us, tupdate_us, ecn), default
+    (15000, 15000, False); with ecn they mark ECN-capable frames CE instead of dropping them.
     """
     rate_bps: float
     limit_bytes: int
     policy: str = "droptail"
     low_dscp: tuple[int, ...] = (AF13,)
     red: tuple[int, int, float] | None = None
-    codel: tuple[int, int, bool] | None = None
+    aqm: tuple[int, int, bool] | None = None
     # A trace of delivery opportunities (links/traces.py) drains the queue instead of the
     # rate, which is then the trace's mean (for sizing); each opportunity carries one frame
     # of opportunity_bytes (an MTU-sized packet with its Ethernet header).
@@ -105,8 +106,10 @@ class LineQueue:
             raise ValueError(f"DSCP values are 0..63, got {self.low_dscp}")
         if self.red is not None and self.policy != "red":
             raise ValueError("red thresholds apply to the red policy only")
-        if self.codel is not None and (self.policy != "codel" or not 0 < self.codel[0] < self.codel[1]):
-            raise ValueError(f"codel takes 0 < target < interval, for the codel policy only: got {self.codel}")
+        if self.aqm is not None and (self.policy not in ("codel", "pie") or min(self.aqm[:2]) <= 0
+                                     or (self.policy == "codel" and self.aqm[1] <= self.aqm[0])):
+            raise ValueError(f"aqm times apply to the codel policy (0 < target < interval) and the pie policy "
+                             f"(both above 0) only: got {self.aqm} for {self.policy}")
         if not 0 <= self.loss < 1:
             raise ValueError(f"loss is a probability from 0 up to 1, got {self.loss}")
 
@@ -123,9 +126,9 @@ def queue_flags(direction: str, queue: LineQueue | None) -> list[str]:
     if queue.red is not None:
         lo, hi, p = queue.red
         flags += [f"--red-{direction}", f"{int(lo)},{int(hi)},{p}"]
-    if queue.codel is not None:
-        target, interval, ecn = queue.codel
-        flags += [f"--codel-{direction}", f"{int(target)},{int(interval)}" + (",ecn" if ecn else "")]
+    if queue.aqm is not None:
+        first, second, ecn = queue.aqm
+        flags += [f"--{queue.policy}-{direction}", f"{int(first)},{int(second)}" + (",ecn" if ecn else "")]
     if queue.loss:
         flags += [f"--loss-{direction}", repr(queue.loss)]
     return flags

@@ -212,15 +212,16 @@ def test_shapers_are_declared_by_their_own_classes(tmp_path):
     own declarations (links/shapers/, one module per kind): a bad policy names its choices."""
     from links import shapers
     assert shapers.cli_choices() == ["cake", "codel", "delayline", "delayline:droptail", "delayline:pushout",
-                                     "delayline:red", "delayline:codel", "fq_codel", "htb", "pie", "tbf"]
+                                     "delayline:red", "delayline:codel", "delayline:pie", "fq_codel", "htb", "pie",
+                                     "tbf"]
     assert shapers.from_cli("delayline:red").describe() == {"kind": "delayline", "policy": "red", "low_dscp": [14]}
     assert shapers.from_cli("tbf").describe() == {"kind": "tbf"}
     base = (Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml").read_text()
     path = tmp_path / "s.yaml"
     path.write_text(base + "shaper:\n  kind: delayline\n  policy: pushout\n  low_dscp: [12, 14]\n")
     assert load_scenario(path).shaper.describe() == {"kind": "delayline", "policy": "pushout", "low_dscp": [12, 14]}
-    path.write_text(base + "shaper:\n  kind: delayline\n  policy: pie\n")
-    with pytest.raises(UserError, match="policy: 'pie' is not one of: droptail, pushout, red, codel"):
+    path.write_text(base + "shaper:\n  kind: delayline\n  policy: fq\n")
+    with pytest.raises(UserError, match="policy: 'fq' is not one of: droptail, pushout, red, codel, pie"):
         load_scenario(path)
     # CoDel in the delay line: RFC 8289's parameters unless given, and ECN marking on request.
     path.write_text(base + "shaper:\n  kind: delayline\n  policy: codel\n  target_ms: 2\n  ecn: true\n")
@@ -231,8 +232,14 @@ def test_shapers_are_declared_by_their_own_classes(tmp_path):
     with pytest.raises(UserError, match="interval_ms"):
         load_scenario(path)
     path.write_text(base + "shaper:\n  kind: delayline\n  policy: red\n  ecn: true\n")
-    with pytest.raises(UserError, match="ecn applies to policy codel only"):
+    with pytest.raises(UserError, match="ecn does not apply to policy red"):
         load_scenario(path)
+    path.write_text(base + "shaper:\n  kind: delayline\n  policy: pie\n  interval_ms: 50\n")
+    with pytest.raises(UserError, match="interval_ms does not apply to policy pie"):
+        load_scenario(path)
+    path.write_text(base + "shaper:\n  kind: delayline\n  policy: pie\n  ecn: true\n")
+    assert load_scenario(path).shaper.describe() == {"kind": "delayline", "policy": "pie", "low_dscp": [14],
+                                                     "target_ms": 15.0, "tupdate_ms": 15.0, "ecn": True}
     path.write_text(base + "shaper:\n  kind: tbf\n  policy: red\n")
     with pytest.raises(UserError, match="policy"):
         load_scenario(path)

@@ -1,7 +1,8 @@
 """The kernel's AQM shapers (links/shapers/aqm.py): declared by their modules, named by
 scenarios and --shaper, refused with the reason where the kernel lacks the qdisc, and (on the
 virtual clock, in Debian's stock kernel) CoDel holding a bulk flow's standing queue near its
-target where tbf's FIFO fills, dropping or, with ECN, marking."""
+target where tbf's FIFO fills, dropping or, with ECN, marking; the delay line's own CoDel
+beside it on the same path."""
 from __future__ import annotations
 
 import statistics
@@ -102,8 +103,11 @@ def test_codel_holds_the_standing_queue_near_its_target_where_the_fifo_fills(tmp
     fifo_rtt, fifo, _ = _standing_queue(tmp_path / "fifo", shapers.from_cli("tbf"), ecn=False)
     codel_rtt, codel, settings = _standing_queue(tmp_path / "codel", shapers.from_cli("codel"), ecn=False)
     marked_rtt, marked, _ = _standing_queue(tmp_path / "ecn", shapers.registry()["codel"](ecn=True), ecn=True)
+    # The delay line's CoDel (RFC 8289 written here) on the same path and flow.
+    line_rtt, line, line_settings = _standing_queue(tmp_path / "line", shapers.from_cli("delayline:codel"), ecn=False)
     print(f"median ping RTT under a bulk flow: FIFO {fifo_rtt:.1f} ms, CoDel {codel_rtt:.1f} ms, "
-          f"CoDel with ECN {marked_rtt:.1f} ms; drops/marks over 4 s: FIFO {fifo}, CoDel {codel}, ECN {marked}")
+          f"CoDel with ECN {marked_rtt:.1f} ms, the delay line's CoDel {line_rtt:.1f} ms; drops/marks over 4 s: "
+          f"FIFO {fifo}, CoDel {codel}, ECN {marked}, the delay line's CoDel {line}")
     # As the kernel reports it, not as asked: CoDel under tbf with the profile's buffer.
     assert settings["qdisc"] == "codel" and settings["qdisc_options"]["limit"] == 200
     # The FIFO: CUBIC fills the 200-packet buffer (121 ms at 20 Mbit/s) and loses at its end.
@@ -112,3 +116,7 @@ def test_codel_holds_the_standing_queue_near_its_target_where_the_fifo_fills(tmp
     # overshoot), by drops; with ECN, by marks and (nearly) no drops.
     assert codel_rtt < 40 + 20 and codel["dropped"] > 0 and codel["marked"] == 0
     assert marked_rtt < 40 + 20 and marked["marked"] > 0 and marked["dropped"] <= marked["marked"] // 10
+    # The delay line's CoDel holds the queue as the kernel's does, by drops.
+    assert line_settings["policy"] == "codel" and line_settings["aqm"] == {"target_ms": 5.0, "interval_ms": 100.0,
+                                                                             "ecn": False}
+    assert line_rtt < 40 + 20 and line["dropped"] > 0 and line["marked"] == 0

@@ -4,7 +4,11 @@ from __future__ import annotations
 from links.delay import AF13, LINE_DIRECTION, QUEUE_POLICIES, LineQueue
 from links.shapers import Queue, Shaper
 
-CODEL_DEFAULT = (5.0, 100.0, False)     # RFC 8289: target 5 ms, interval 100 ms; no ECN
+# The delay line's AQM policies: their two times (scenario field → default ms), RFC 8289's
+# and RFC 8033's; each also takes `ecn` (mark ECN-capable packets CE instead of dropping).
+AQM_TIMES = {"codel": {"target_ms": 5.0, "interval_ms": 100.0},
+             "pie": {"target_ms": 15.0, "tupdate_ms": 15.0}}
+AQM_FIELDS = {"target_ms", "interval_ms", "tupdate_ms", "ecn"}
 
 
 class DelayLineQueue(Shaper):
@@ -12,49 +16,49 @@ class DelayLineQueue(Shaper):
     mahimahi's mm-link sits before mm-delay): the profile's rate and buffer, and a drop
     policy tbf cannot offer — `droptail`, `pushout` (a full buffer drops a queued
     low-priority frame, DSCP in `low_dscp`, before anything else: TCP Fast Start's router,
-    §3.2), `red`, or `codel` (RFC 8289, written from its pseudocode: for kernels without
-    sch_codel, such as this project's real-clock hosts, and for trace links; `target_ms`
-    5 and `interval_ms` 100 by default, `ecn: true` marks instead of dropping). The delay line serialises frames at the rate, or sends them at a trace
-    link's delivery opportunities (links/traces.py), loses frames at random where the profile
-    says so, and never reorders.
+    §3.2), `red`, `codel` (RFC 8289: `target_ms` 5, `interval_ms` 100) or `pie` (RFC 8033:
+    `target_ms` 15, `tupdate_ms` 15), the two written from their RFCs for kernels without
+    the qdiscs (this project's real-clock hosts) and for trace links, each with `ecn: true`
+    to mark instead of dropping. The delay line serialises frames at the rate, or sends them
+    at a trace link's delivery opportunities (links/traces.py), loses frames at random where
+    the profile says so, and never reorders.
     """
     name = "delayline"
     delay_backend = "delayline"
     full_link_model = True
 
-    def __init__(self, policy: str = "droptail", low_dscp: tuple[int, ...] = (AF13,),
-                 codel: tuple[float, float, bool] | None = None):
+    def __init__(self, policy: str = "droptail", low_dscp: tuple[int, ...] = (AF13,), **aqm: float | bool):
         self.policy = policy
         self.low_dscp = tuple(low_dscp)
-        # CoDel's (target_ms, interval_ms, ecn), RFC 8289's defaults unless given.
-        self.codel = (codel or CODEL_DEFAULT) if policy == "codel" else None
+        # An AQM policy's times and ECN, its RFC's defaults unless given.
+        self.aqm: dict = ({**AQM_TIMES[policy], "ecn": False, **aqm} if policy in AQM_TIMES else {})
         self._queues: dict[tuple[int, str], LineQueue] = {}
 
     def describe(self) -> dict:
-        codel = dict(zip(("target_ms", "interval_ms", "ecn"), self.codel)) if self.codel else {}
-        return {"kind": self.name, "policy": self.policy, "low_dscp": list(self.low_dscp), **codel}
+        return {"kind": self.name, "policy": self.policy, "low_dscp": list(self.low_dscp), **self.aqm}
 
     @classmethod
     def from_fields(cls, fields) -> "DelayLineQueue":
-        """`{kind: delayline, policy: droptail|pushout|red|codel, low_dscp: [14]}`; codel
-        also takes `target_ms`, `interval_ms` and `ecn`."""
-        fields.unknown({"kind", "policy", "low_dscp", "target_ms", "interval_ms", "ecn"})
+        """`{kind: delayline, policy: droptail|pushout|red|codel|pie, low_dscp: [14]}`; codel
+        also takes `target_ms`, `interval_ms` and `ecn`, pie `target_ms`, `tupdate_ms` and `ecn`."""
+        fields.unknown({"kind", "policy", "low_dscp", *AQM_FIELDS})
         policy = fields.text("policy", "droptail", choices=list(QUEUE_POLICIES))
         low = fields.list("low_dscp", [AF13])
         if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 63 for d in low):
             raise fields.error("low_dscp", f"DSCP values are whole numbers 0..63, got {low}")
-        codel = None
-        if policy == "codel":
-            target = fields.number("target_ms", CODEL_DEFAULT[0], low=0.01, high=10000.0)
-            interval = fields.number("interval_ms", CODEL_DEFAULT[1], low=0.01, high=10000.0)
-            if interval <= target:
-                raise fields.error("interval_ms", f"CoDel's interval must exceed its target ({target} ms), got {interval}")
-            codel = (target, interval, fields.flag("ecn", False))
-        else:
-            for key in ("target_ms", "interval_ms", "ecn"):
-                if fields.has(key):
-                    raise fields.error(key, f"{key} applies to policy codel only (this queue's policy is {policy})")
-        return cls(policy=policy, low_dscp=tuple(low), codel=codel)
+        times = AQM_TIMES.get(policy, {})
+        allowed = {*times, "ecn"} if times else set()
+        for key in sorted(AQM_FIELDS - allowed):
+            if fields.has(key):
+                raise fields.error(key, f"{key} does not apply to policy {policy} "
+                                        f"(codel takes target_ms, interval_ms, ecn; pie target_ms, tupdate_ms, ecn)")
+        aqm = {k: fields.number(k, default, low=0.01, high=10000.0) for k, default in times.items()}
+        if policy == "codel" and aqm["interval_ms"] <= aqm["target_ms"]:
+            raise fields.error("interval_ms", f"CoDel's interval must exceed its target ({aqm['target_ms']} ms), "
+                                              f"got {aqm['interval_ms']}")
+        if times:
+            aqm["ecn"] = fields.flag("ecn", False)
+        return cls(policy=policy, low_dscp=tuple(low), **aqm)
 
     @classmethod
     def cli_forms(cls) -> list[str]:
@@ -70,9 +74,9 @@ class DelayLineQueue(Shaper):
         return LINE_DIRECTION[direction]
 
     def install(self, net, names, profile, hop, direction) -> Queue:
-        codel = (round(self.codel[0] * 1000), round(self.codel[1] * 1000), self.codel[2]) if self.codel else None
+        aqm = (*(round(self.aqm[k] * 1000) for k in AQM_TIMES[self.policy]), self.aqm["ecn"]) if self.aqm else None
         queue = LineQueue(rate_bps=profile.rate_bps(direction), limit_bytes=profile.buffer_bytes(direction),
-                          policy=self.policy, low_dscp=self.low_dscp, codel=codel, trace=profile.trace_path(direction),
+                          policy=self.policy, low_dscp=self.low_dscp, aqm=aqm, trace=profile.trace_path(direction),
                           opportunity_bytes=profile.frame_bytes, loss=profile.loss(direction))
         self._queues[(hop, direction)] = queue
         west, east = names.router(hop), names.router(hop + 1)
@@ -83,7 +87,7 @@ class DelayLineQueue(Shaper):
                      settings={"shaper": self.name, "rate_bps": queue.rate_bps, "limit_bytes": queue.limit_bytes,
                                "buffer_packets": profile.buffer_packets(direction), "policy": queue.policy,
                                "low_dscp": list(queue.low_dscp), "line_direction": self.line_direction(direction),
-                               "codel": self.describe() if self.codel else None,
+                               "aqm": {k: v for k, v in self.describe().items() if k in AQM_FIELDS} or None,
                                "trace": str(queue.trace) if queue.trace else None,
                                "opportunity_bytes": queue.opportunity_bytes if queue.trace else None, "loss": queue.loss},
                      before=toward_core, after=from_core)

@@ -1,6 +1,6 @@
 //! Command line: parsing and range checks, each failure one clear line.
 
-use crate::queue::{Codel, Policy, QueueConfig, Red, TraceLink, DEFAULT_LOW_DSCP};
+use crate::queue::{Codel, Pie, Policy, QueueConfig, Red, TraceLink, DEFAULT_LOW_DSCP};
 use crate::ring::MAX_RING_BYTES;
 use crate::schedule::{Tuning, MAX_DELAY_NS, NS_PER_US};
 use crate::trace::Trace;
@@ -10,8 +10,9 @@ use std::sync::Arc;
 pub const USAGE: &str = "usage: startlab-delayline --if-a IFA --if-b IFB --delay-ab-us N --delay-ba-us N \
 --ring-ab-bytes N --ring-ba-bytes N --stats PATH [--cpu-a K --cpu-b K]
   bottleneck per direction D (ab or ba), before the delay:
-  [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red|codel] [--low-dscp-D LIST] [--red-D MIN,MAX,P]
-   [--codel-D TARGET_US,INTERVAL_US[,ecn] (default 5000,100000: RFC 8289's; ecn marks ECN-capable frames)]]
+  [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red|codel|pie] [--low-dscp-D LIST] [--red-D MIN,MAX,P]
+   [--codel-D TARGET_US,INTERVAL_US[,ecn] (default 5000,100000: RFC 8289's; ecn marks ECN-capable frames)]
+   [--pie-D TARGET_US,TUPDATE_US[,ecn] (default 15000,15000: RFC 8033's)]]
   or a trace of delivery opportunities (mahimahi's format) instead of the rate:
   [--trace-D PATH [--opportunity-D-bytes N (default 1514: an MTU-sized packet's frame)] --limit-D-bytes N ...]
   and random (Bernoulli) loss of arriving frames, before the queue: [--loss-D P]
@@ -68,6 +69,7 @@ struct QueueFlags {
     low_dscp: Option<u64>,
     red: Option<Red>,
     codel: Option<Codel>,
+    pie: Option<Pie>,
     loss: Option<f64>,
 }
 
@@ -109,10 +111,10 @@ fn red(flag: &str, v: &str) -> Result<Red, String> {
     Ok(Red { min_bytes, max_bytes, max_p })
 }
 
-/// `--codel-D TARGET_US,INTERVAL_US[,ecn]`.
-fn codel(flag: &str, v: &str) -> Result<Codel, String> {
+/// `A_US,B_US[,ecn]`: two times in µs, the first below the second, and ECN marking.
+fn two_times_ecn(flag: &str, v: &str, names: &str) -> Result<(i64, i64, bool), String> {
     let parts: Vec<&str> = v.split(',').map(|p| p.trim()).collect();
-    let bad = || format!("{} wants TARGET_US,INTERVAL_US or TARGET_US,INTERVAL_US,ecn (e.g. 5000,100000), got {:?}", flag, v);
+    let bad = || format!("{} wants {} or {},ecn in µs, got {:?}", flag, names, names, v);
     let ecn = match parts.get(2) {
         None => false,
         Some(&"ecn") if parts.len() == 3 => true,
@@ -121,12 +123,27 @@ fn codel(flag: &str, v: &str) -> Result<Codel, String> {
     if parts.len() < 2 {
         return Err(bad());
     }
-    let target_us: i64 = parts[0].parse().map_err(|_| bad())?;
-    let interval_us: i64 = parts[1].parse().map_err(|_| bad())?;
-    if target_us <= 0 || interval_us <= target_us || interval_us > MAX_DELAY_NS / NS_PER_US {
-        return Err(format!("{}: needs 0 < TARGET < INTERVAL <= 10 s, got {:?}", flag, v));
+    let a: i64 = parts[0].parse().map_err(|_| bad())?;
+    let b: i64 = parts[1].parse().map_err(|_| bad())?;
+    if a <= 0 || b <= 0 || b > MAX_DELAY_NS / NS_PER_US {
+        return Err(format!("{}: needs times above 0 and at most 10 s, got {:?}", flag, v));
     }
-    Ok(Codel { target_ns: target_us * NS_PER_US, interval_ns: interval_us * NS_PER_US, ecn })
+    Ok((a * NS_PER_US, b * NS_PER_US, ecn))
+}
+
+/// `--codel-D TARGET_US,INTERVAL_US[,ecn]`.
+fn codel(flag: &str, v: &str) -> Result<Codel, String> {
+    let (target_ns, interval_ns, ecn) = two_times_ecn(flag, v, "TARGET_US,INTERVAL_US")?;
+    if interval_ns <= target_ns {
+        return Err(format!("{}: needs 0 < TARGET < INTERVAL, got {:?}", flag, v));
+    }
+    Ok(Codel { target_ns, interval_ns, ecn })
+}
+
+/// `--pie-D TARGET_US,TUPDATE_US[,ecn]`.
+fn pie(flag: &str, v: &str) -> Result<Pie, String> {
+    let (target_ns, tupdate_ns, ecn) = two_times_ecn(flag, v, "TARGET_US,TUPDATE_US")?;
+    Ok(Pie { target_ns, tupdate_ns, ecn })
 }
 
 /// The trace named by --trace-D, read and checked.
@@ -157,7 +174,7 @@ fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String>
         (None, Some(t)) => t.trace.mean_bps(t.opportunity_bytes).max(1),
         (None, None) => {
             if f.limit.is_some() || f.policy.is_some() || f.low_dscp.is_some() || f.red.is_some() || f.codel.is_some()
-                || f.loss.is_some()
+                || f.pie.is_some() || f.loss.is_some()
             {
                 return Err(format!("queue options for {} need --rate-{}-bps or --trace-{}", dir, dir, dir));
             }
@@ -170,13 +187,17 @@ fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String>
         "pushout" => Policy::PushOut,
         "red" => Policy::Red(f.red.unwrap_or_else(|| Red::for_limit(limit))),
         "codel" => Policy::Codel(f.codel.unwrap_or(Codel::DEFAULT)),
-        other => return Err(format!("--policy-{}: unknown policy {:?}: use droptail, pushout, red or codel", dir, other)),
+        "pie" => Policy::Pie(f.pie.unwrap_or(Pie::DEFAULT)),
+        other => return Err(format!("--policy-{}: unknown policy {:?}: use droptail, pushout, red, codel or pie", dir, other)),
     };
     if f.red.is_some() && !matches!(policy, Policy::Red(_)) {
         return Err(format!("--red-{} applies to --policy-{} red only", dir, dir));
     }
     if f.codel.is_some() && !matches!(policy, Policy::Codel(_)) {
         return Err(format!("--codel-{} applies to --policy-{} codel only", dir, dir));
+    }
+    if f.pie.is_some() && !matches!(policy, Policy::Pie(_)) {
+        return Err(format!("--pie-{} applies to --policy-{} pie only", dir, dir));
     }
     let loss = f.loss.unwrap_or(0.0);
     Ok(Some(QueueConfig { rate_bps: rate, limit_bytes: limit, policy, low_dscp: f.low_dscp.unwrap_or(1u64 << DEFAULT_LOW_DSCP), trace, loss }))
@@ -271,6 +292,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--red-ba" => q_ba.red = Some(red(flag, value)?),
             "--codel-ab" => q_ab.codel = Some(codel(flag, value)?),
             "--codel-ba" => q_ba.codel = Some(codel(flag, value)?),
+            "--pie-ab" => q_ab.pie = Some(pie(flag, value)?),
+            "--pie-ba" => q_ba.pie = Some(pie(flag, value)?),
             "--pairs-ab" => pairs_ab = Some(PathBuf::from(value)),
             "--pairs-ba" => pairs_ba = Some(PathBuf::from(value)),
             "--delay-trace-ab" => delay_trace_ab = Some(PathBuf::from(value)),
@@ -421,7 +444,8 @@ mod tests {
         assert!(bad("--limit-ab-bytes 1000").contains("need --rate-ab-bps"));
         assert!(bad("--rate-ab-bps 1000").contains("needs --limit-ab-bytes"));
         assert!(bad("--rate-ab-bps 0 --limit-ab-bytes 1").contains("positive"));
-        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab pie").contains("unknown policy"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --policy-ab fq").contains("unknown policy"));
+        assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --pie-ab 15000,15000").contains("pie only"));
         assert!(bad("--rate-ba-bps 1000 --limit-ba-bytes 1000 --low-dscp-ba 64").contains("out of range"));
         assert!(bad("--rate-ba-bps 1000 --limit-ba-bytes 1000 --low-dscp-ba x").contains("DSCP values"));
         assert!(bad("--rate-ab-bps 1000 --limit-ab-bytes 1000 --red-ab 1,2,0.1").contains("red only"));
@@ -433,6 +457,10 @@ mod tests {
         assert_eq!(c.queue_ab.unwrap().policy, Policy::Codel(Codel::DEFAULT));
         let c = parse(&args(&format!("{} --rate-ab-bps 8000 --limit-ab-bytes 4000 --policy-ab codel --codel-ab 2000,50000,ecn", OK))).unwrap();
         assert_eq!(c.queue_ab.unwrap().policy, Policy::Codel(Codel { target_ns: 2_000_000, interval_ns: 50_000_000, ecn: true }));
+        let c = parse(&args(&format!("{} --rate-ab-bps 8000 --limit-ab-bytes 4000 --policy-ab pie", OK))).unwrap();
+        assert_eq!(c.queue_ab.unwrap().policy, Policy::Pie(Pie::DEFAULT));
+        let c = parse(&args(&format!("{} --rate-ab-bps 8000 --limit-ab-bytes 4000 --policy-ab pie --pie-ab 20000,10000,ecn", OK))).unwrap();
+        assert_eq!(c.queue_ab.unwrap().policy, Policy::Pie(Pie { target_ns: 20_000_000, tupdate_ns: 10_000_000, ecn: true }));
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //!
 //! CoDel (RFC 8289) judges a frame when the link starts sending it, as a router dequeues
 //! it: its sojourn time is that start minus its arrival. A frame CoDel drops never
-//! occupies the link, so the next one starts at the same instant.
+//! occupies the link, so the next one starts at the same instant. PIE (RFC 8033) judges
+//! arrivals with a drop probability its controller updates every T_UPDATE of queue time,
+//! from the queueing delay at that instant (the time the link needs to send what is
+//! queued: Little's law with the link's own rate), interleaved with the departures.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -58,6 +61,28 @@ impl Codel {
 /// RFC 8289's MAXPACKET: a queue holding at most one MTU-sized frame is never signalled.
 const CODEL_MAX_PACKET_BYTES: u64 = 1_514;
 
+/// PIE's parameters (RFC 8033 §5: QDELAY_REF 15 ms, T_UPDATE 15 ms, alpha 0.125 and beta
+/// 1.25 per second, MAX_BURST 150 ms). With `ecn`, an ECN-capable arrival is marked CE
+/// where it would have been dropped, while the drop probability is at most 10 % (§5.1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pie {
+    pub target_ns: i64,
+    pub tupdate_ns: i64,
+    pub ecn: bool,
+}
+
+impl Pie {
+    pub const DEFAULT: Pie = Pie { target_ns: 15_000_000, tupdate_ns: 15_000_000, ecn: false };
+}
+
+const PIE_ALPHA: f64 = 0.125;
+const PIE_BETA: f64 = 1.25;
+const PIE_MAX_BURST_NS: i64 = 150_000_000;
+/// RFC 8033 §5.1: above this drop probability ECN-capable packets are dropped, not marked.
+const PIE_MARK_ECN_THRESHOLD: f64 = 0.1;
+/// RFC 8033's MEAN_PKTSIZE, here an MTU-sized frame: with two or fewer queued, no early drop.
+const PIE_MEAN_PACKET_BYTES: u64 = 1_514;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Policy {
     /// A full buffer drops the arrival.
@@ -68,6 +93,8 @@ pub enum Policy {
     Red(Red),
     /// CoDel's sojourn-time control law at the head, drop-tail at the limit.
     Codel(Codel),
+    /// PIE's drop probability on arrivals, drop-tail at the limit.
+    Pie(Pie),
 }
 
 impl Policy {
@@ -77,6 +104,7 @@ impl Policy {
             Policy::PushOut => "pushout",
             Policy::Red(_) => "red",
             Policy::Codel(_) => "codel",
+            Policy::Pie(_) => "pie",
         }
     }
 }
@@ -124,6 +152,9 @@ impl QueueConfig {
         if let Policy::Codel(c) = self.policy {
             let _ = write!(s, ", \"codel\": {{\"target_ns\": {}, \"interval_ns\": {}, \"ecn\": {}}}", c.target_ns, c.interval_ns, c.ecn);
         }
+        if let Policy::Pie(p) = self.policy {
+            let _ = write!(s, ", \"pie\": {{\"target_ns\": {}, \"tupdate_ns\": {}, \"ecn\": {}}}", p.target_ns, p.tupdate_ns, p.ecn);
+        }
         if self.loss > 0.0 {
             let _ = write!(s, ", \"loss\": {}", self.loss);
         }
@@ -170,9 +201,9 @@ pub struct QueueStats {
     pub early_drops: u64,
     /// Of the drops, the link's random losses (QueueConfig::loss), not the queue's.
     pub random_drops: u64,
-    /// Of the drops, CoDel's at the head.
+    /// Of the drops, the AQM's: CoDel's at the head, PIE's on arrival.
     pub aqm_drops: u64,
-    /// Frames CoDel marked CE instead of dropping them (not drops).
+    /// Frames the AQM marked CE instead of dropping them (not drops).
     pub marks: u64,
     pub high_water_bytes: u64,
     pub high_water_frames: u64,
@@ -231,6 +262,16 @@ struct Entry {
 
 /// CoDel's state (RFC 8289 §5): whether it is in its dropping state, when its sojourn time
 /// first stayed above target, its next drop and its drop counts.
+/// PIE's state (RFC 8033 §4): the drop probability, the queueing delay at the last update,
+/// the burst allowance left and when the next update is due (from the first arrival on).
+struct PieState {
+    drop_prob: f64,
+    qdelay_old_s: f64,
+    burst_allowance_ns: i64,
+    next_update: Option<i64>,
+    rng: u64,
+}
+
 #[derive(Default)]
 struct CodelState {
     first_above: Option<i64>,
@@ -273,6 +314,7 @@ pub struct Bottleneck {
     /// The random loss's own generator, so that RED's draws do not depend on it.
     loss_rng: u64,
     codel: CodelState,
+    pie: PieState,
     /// Queued frames CoDel dropped at the head, for the caller to free (it drains this).
     pub head_dropped: Vec<u64>,
     /// Frames CoDel marked, for the caller to set CE in before they are sent (it drains this).
@@ -298,6 +340,8 @@ impl Bottleneck {
             trace: cfg.trace.as_ref().map(|t| TraceDrain::new(t.trace.clone(), t.opportunity_bytes)),
             loss_rng: 0xD1B5_4A32_D192_ED03,
             codel: CodelState::default(),
+            pie: PieState { drop_prob: 0.0, qdelay_old_s: 0.0, burst_allowance_ns: PIE_MAX_BURST_NS, next_update: None,
+                            rng: 0x6A09_E667_F3BC_C909 },
             head_dropped: Vec::new(),
             marked: Vec::new(),
             cfg,
@@ -462,22 +506,98 @@ impl Bottleneck {
 
     /// Move every frame whose departure is ≤ `t` out, in order: (id, departure ns).
     pub fn depart_until(&mut self, t: i64, out: &mut Vec<(u64, i64)>) {
-        while let Some(d) = self.head_departure {
-            if d > t {
-                break;
-            }
-            let e = self.pop_head();
-            let c = self.stats.class(e.low);
-            c.sent += 1;
-            c.sent_bytes += e.bytes;
-            self.last_departure = d;
-            out.push((e.id, d));
-            self.start_head();
-            if self.frames == 0 {
-                self.red.idle_since = Some(d);
+        loop {
+            let departure = self.head_departure.filter(|&d| d <= t);
+            let update = self.pie.next_update.filter(|&u| u <= t && matches!(self.cfg.policy, Policy::Pie(_)));
+            match (departure, update) {
+                (Some(d), Some(u)) if u < d => self.pie_update(u),
+                (Some(d), _) => self.depart_head(d, out),
+                (None, Some(u)) => self.pie_update(u),
+                (None, None) => break,
             }
         }
         self.clock = self.clock.max(t);
+    }
+
+    /// The head leaves at `d`; the next frame starts.
+    fn depart_head(&mut self, d: i64, out: &mut Vec<(u64, i64)>) {
+        let e = self.pop_head();
+        let c = self.stats.class(e.low);
+        c.sent += 1;
+        c.sent_bytes += e.bytes;
+        self.last_departure = d;
+        out.push((e.id, d));
+        self.start_head();
+        if self.frames == 0 {
+            self.red.idle_since = Some(d);
+        }
+    }
+
+    /// The queueing delay at `t`: the time the link needs to send what is queued then.
+    fn queueing_delay_ns(&self, t: i64) -> i64 {
+        match (self.entries.front(), self.head_departure) {
+            (Some(head), Some(d)) => {
+                let behind = (self.bytes - head.bytes) as u128 * 8 * NS_PER_S as u128 / self.cfg.rate_bps as u128;
+                (d - t).max(0) + behind as i64
+            }
+            _ => 0,
+        }
+    }
+
+    /// RFC 8033 §4.2 and §4.4: PIE's update at `u`, from the queueing delay then.
+    fn pie_update(&mut self, u: i64) {
+        let p = match self.cfg.policy {
+            Policy::Pie(p) => p,
+            _ => return,
+        };
+        let qdelay = self.queueing_delay_ns(u) as f64 / 1e9;
+        let target = p.target_ns as f64 / 1e9;
+        let empty = self.frames == 0;
+        let st = &mut self.pie;
+        let mut delta = PIE_ALPHA * (qdelay - target) + PIE_BETA * (qdelay - st.qdelay_old_s);
+        // Auto-tuning: small probabilities move in small steps.
+        delta /= match st.drop_prob {
+            x if x < 0.000_001 => 2048.0,
+            x if x < 0.000_01 => 512.0,
+            x if x < 0.000_1 => 128.0,
+            x if x < 0.001 => 32.0,
+            x if x < 0.01 => 8.0,
+            x if x < 0.1 => 2.0,
+            _ => 1.0,
+        };
+        st.drop_prob += delta;
+        if qdelay == 0.0 && st.qdelay_old_s == 0.0 {
+            st.drop_prob *= 0.98; // decay once the queue stays empty
+        }
+        st.drop_prob = st.drop_prob.clamp(0.0, 1.0);
+        if st.drop_prob == 0.0 && qdelay < target / 2.0 && st.qdelay_old_s < target / 2.0 {
+            st.burst_allowance_ns = PIE_MAX_BURST_NS;
+        } else {
+            st.burst_allowance_ns = (st.burst_allowance_ns - p.tupdate_ns).max(0);
+        }
+        st.qdelay_old_s = qdelay;
+        // Once the queue is empty and the state at rest, updates change nothing: the next
+        // arrival starts them again.
+        let at_rest = empty && st.drop_prob == 0.0 && qdelay == 0.0 && st.burst_allowance_ns == PIE_MAX_BURST_NS;
+        st.next_update = if at_rest { None } else { Some(u + p.tupdate_ns) };
+    }
+
+    /// RFC 8033 §4.1: whether PIE refuses an arrival (a drop, or with ECN a mark).
+    fn pie_early_signal(&mut self, p: &Pie) -> bool {
+        let st = &mut self.pie;
+        if st.burst_allowance_ns > 0 {
+            return false;
+        }
+        if (st.qdelay_old_s < p.target_ns as f64 / 2e9 && st.drop_prob < 0.2) || self.bytes <= 2 * PIE_MEAN_PACKET_BYTES {
+            return false;
+        }
+        uniform(&mut st.rng) < st.drop_prob
+    }
+
+    /// PIE's drop probability now (for tests and the record).
+    #[cfg(test)]
+    pub fn pie_drop_prob(&self) -> f64 {
+        self.pie.drop_prob
     }
 
     /// Offer a frame arriving at `t` (kernel time; clamped to the queue's clock, which
@@ -495,8 +615,20 @@ impl Bottleneck {
             return false;
         }
         let full = self.bytes + bytes > self.cfg.limit_bytes;
+        let mut mark = false;
         let admit = match self.cfg.policy {
             Policy::DropTail | Policy::Codel(_) => !full,
+            Policy::Pie(p) => {
+                if self.pie.next_update.is_none() {
+                    self.pie.next_update = Some(t + p.tupdate_ns);
+                }
+                let signal = !full && self.pie_early_signal(&p);
+                mark = signal && p.ecn && ect && self.pie.drop_prob <= PIE_MARK_ECN_THRESHOLD;
+                if signal && !mark {
+                    self.stats.aqm_drops += 1;
+                }
+                !full && (!signal || mark)
+            }
             Policy::PushOut => !full || self.push_out(self.bytes + bytes - self.cfg.limit_bytes, dropped),
             Policy::Red(r) => {
                 let early = self.red_early_drop(&r, t);
@@ -511,7 +643,11 @@ impl Bottleneck {
             return false;
         }
         let pos = self.first_pos + self.entries.len() as u64;
-        self.entries.push_back(Entry { id, bytes, low, arrival_ns: t, ect, dead: false });
+        if mark {
+            self.marked.push(id);
+            self.stats.marks += 1;
+        }
+        self.entries.push_back(Entry { id, bytes, low, arrival_ns: t, ect: ect && !mark, dead: false });
         if low {
             self.low_pos.push_back(pos);
             self.low_bytes += bytes;
@@ -957,5 +1093,75 @@ mod tests {
         assert_eq!(drain(&mut b).len() + dep.len(), 200);
         assert!(b.head_dropped.is_empty() && b.stats.aqm_drops == 0);
         assert!(b.config().json().contains("\"codel\": {\"target_ns\": 5000000, \"interval_ns\": 100000000, \"ecn\": false}"));
+    }
+
+    /// PIE on a 10 Mbit/s link offered `factor` × its rate of 1514-byte frames for `secs`
+    /// (ECN-capable when `ect`): per arrival (time, admitted, marked, drop probability after),
+    /// the departures, and the queue.
+    fn pie_overload(pie: Pie, factor: f64, secs: f64, ect: bool) -> (Vec<(i64, bool, bool, f64)>, Vec<(u64, i64)>, Bottleneck) {
+        let mut b = q(10 * MBIT, 1 << 30, Policy::Pie(pie));
+        let gap = (1514.0 * 8.0 * 1e9 / (10e6 * factor)) as i64;
+        let (mut seen, mut dep) = (Vec::new(), Vec::new());
+        let mut id = 0u64;
+        while (id as i64) * gap < (secs * 1e9) as i64 {
+            let t = id as i64 * gap;
+            let mut pushed = Vec::new();
+            let admitted = b.offer(id, 1514, false, ect, t, &mut dep, &mut pushed);
+            let marked = b.marked.last() == Some(&id);
+            seen.push((t, admitted, marked, b.pie_drop_prob()));
+            id += 1;
+        }
+        (seen, dep, b)
+    }
+
+    #[test]
+    fn pie_holds_an_unresponsive_overload_at_its_target_delay_by_dropping_the_excess() {
+        // 1.5 × the rate: the queue stops growing only when a third of the arrivals go, and
+        // PIE's integral term moves the drop probability until the delay sits at 15 ms.
+        let (seen, dep, b) = pie_overload(Pie::DEFAULT, 1.5, 30.0, false);
+        let late: Vec<_> = seen.iter().filter(|a| a.0 >= 10_000_000_000).collect();
+        let dropped = late.iter().filter(|a| !a.1).count() as f64 / late.len() as f64;
+        assert!((dropped - 1.0 / 3.0).abs() < 0.02, "dropped {dropped} of the arrivals after 10 s");
+        // Each frame's queueing delay: its departure less its arrival and its own wire time.
+        let frame_ns = 1514 * 8 * 1_000 / 10; // 1211.2 µs at 10 Mbit/s, in ns
+        let arrivals: std::collections::HashMap<u64, i64> = seen.iter().enumerate().map(|(i, a)| (i as u64, a.0)).collect();
+        let delays: Vec<f64> = dep.iter().filter(|(id, _)| arrivals[id] >= 10_000_000_000)
+            .map(|(id, d)| (d - arrivals[id] - frame_ns as i64) as f64 / 1e6).collect();
+        let mean = delays.iter().sum::<f64>() / delays.len() as f64;
+        assert!((mean - 15.0).abs() < 3.0, "mean queueing delay {mean:.2} ms after 10 s (target 15 ms)");
+        assert_eq!(b.stats.aqm_drops, seen.iter().filter(|a| !a.1).count() as u64);
+        assert_eq!(b.stats.marks, 0);
+    }
+
+    #[test]
+    fn pie_drops_nothing_early_within_its_150_ms_burst_allowance() {
+        let (seen, _, _) = pie_overload(Pie::DEFAULT, 3.0, 1.0, false);
+        let first = seen.iter().find(|a| !a.1).expect("PIE drops under a 3 × overload").0;
+        assert!(first >= 150_000_000, "first drop at {} ms", first / 1_000_000);
+    }
+
+    #[test]
+    fn pie_with_ecn_marks_while_its_probability_is_at_most_ten_percent_and_drops_above() {
+        let (seen, _, b) = pie_overload(Pie { ecn: true, ..Pie::DEFAULT }, 1.5, 20.0, true);
+        let first = seen.iter().position(|a| a.2 || !a.1).expect("PIE signals");
+        assert!(seen[first].2, "the first signal is a mark");
+        // A mark is decided before the update that may follow, so at most 10 % then.
+        assert!(seen.iter().filter(|a| a.2).all(|a| a.3 <= PIE_MARK_ECN_THRESHOLD + 0.02), "a mark above 10 %");
+        // Marks do not slow an unresponsive flood: the probability climbs past 10 %, and PIE
+        // drops (a third of the arrivals, as without ECN, once it has settled).
+        let late: Vec<_> = seen.iter().filter(|a| a.0 >= 10_000_000_000).collect();
+        let dropped = late.iter().filter(|a| !a.1).count() as f64 / late.len() as f64;
+        assert!((dropped - 1.0 / 3.0).abs() < 0.03, "dropped {dropped}");
+        assert!(b.stats.marks > 0 && b.stats.marks as usize == seen.iter().filter(|a| a.2).count());
+    }
+
+    #[test]
+    fn pie_decays_to_zero_and_rests_once_the_queue_empties() {
+        let (_, _, mut b) = pie_overload(Pie::DEFAULT, 1.5, 3.0, false);
+        assert!(b.pie_drop_prob() > 0.1);
+        drain(&mut b); // ends: once empty and at rest, PIE stops updating
+        assert_eq!(b.pie_drop_prob(), 0.0);
+        assert!(b.pie.next_update.is_none() && b.pie.burst_allowance_ns == PIE_MAX_BURST_NS);
+        assert!(b.config().json().contains("\"pie\": {\"target_ns\": 15000000, \"tupdate_ns\": 15000000, \"ecn\": false}"));
     }
 }
