@@ -71,6 +71,10 @@ def flow_checks(meta: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str,
             if wrong:
                 check["first_flight_segments"] = wrong[0]["segments"]
                 check["expected_segments"] = min(int(iw), int(wrong[0]["total_segments"]))
+        if flow.get("declared_ecn"):
+            # The end hosts asked for ECN: the flow's handshake on the wire must have set it up
+            # (a workload whose analysis does not read it cannot pass this check).
+            check.update(declared_ecn=True, ecn_ok=got.get("ecn") is True)
         check.update(endpoint_checks(got, late_ok=bool(check.get("flight_short_on_late_host"))))
         if check["observed_by"] == "endpoint" and "window_ok" not in check and "window_unchecked" not in check:
             # Never a silent pass: an endpoint flow's start is checked on the wire or fails.
@@ -149,6 +153,8 @@ def problems(checks: list[dict[str, Any]]) -> list[str]:
         elif c.get("window_ok") is False:
             out.append(f"flow {c['flow']}: first flight {c['first_flight_segments']} datagrams on the wire, the "
                        f"server reports a start window of {c['reported_segments']}")
+        if c.get("ecn_ok") is False:
+            out.append(f"flow {c['flow']}: the end hosts ask for ECN, the handshake on the wire did not set it up")
         if c.get("hint_ok") is False:
             out.append(f"flow {c['flow']}: the client sent a hint of {c['hint_sent_kbps']} kbit/s, the server "
                        f"received {c['hint_received_kbps']}")

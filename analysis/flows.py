@@ -296,6 +296,30 @@ def first_flight_mask(pk: Packets, conn: int, direction: int, after: float = flo
     return data & (ts < t_ack)
 
 
+# TCP's ECN flags (RFC 3168 §6.1.1) and the IP header's ECN field (two low bits of TOS).
+ECE, CWR = 0x40, 0x80
+ECN_FIELD, CE = 0x03, 0x03
+
+
+def ecn_negotiated(pk: Packets, conn: int) -> bool:
+    """Did the handshake set up ECN (RFC 3168 §6.1.1)? The initiator's SYN carries ECE and
+    CWR, the responder's SYN-ACK ECE without CWR."""
+    m = pk["conn"] == conn
+    flags = pk["flags"]
+    syn = m & ((flags & 0x12) == 0x02) & (pk["dir"] == 0)
+    synack = m & ((flags & 0x12) == 0x12) & (pk["dir"] == 1)
+    return bool((syn & ((flags & (ECE | CWR)) == (ECE | CWR))).any()
+                and (synack & ((flags & (ECE | CWR)) == ECE)).any())
+
+
+def ce_marked(pk: Packets, conn: int | None, direction: int) -> int:
+    """Packets of one flow that carry Congestion Experienced at this capture point: after a
+    queue, the marks it set instead of dropping."""
+    if conn is None:
+        return 0
+    return int((flow_mask(pk, conn, direction) & ((pk["tos"] & ECN_FIELD) == CE)).sum())
+
+
 def handshake_retransmitted(pk: Packets, conn: int) -> bool:
     """Did the connection's SYN or SYN-ACK go out more than once (seen at this capture)?
     A sender whose handshake was retransmitted starts from one segment (RFC 5681 §3.1,
@@ -420,6 +444,34 @@ def transmissions_lost(before: Packets, mask_before: np.ndarray, after: Packets,
         a = np.ascontiguousarray(np.stack(cols, axis=1))
         return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).ravel()
     return ~np.isin(rows(before, mask_before), rows(after, mask_after))
+
+
+def queue_transits(before: Packets, after: Packets) -> tuple[np.ndarray, np.ndarray]:
+    """(time each data segment from a responder reached the queue, s; its transit to the
+    capture after it, s), sorted by the first, for every segment seen at both: the same
+    transmission matched as transmissions_lost matches it (addresses, ports, sequence
+    number, payload length, IP ID). A transit is the segment's sojourn in the queue plus what
+    is constant between the two capture points (its serialisation, any delay there): less the
+    run's smallest transit, it is the queueing delay the segment met."""
+    def keyed(pk: Packets) -> tuple[np.ndarray, np.ndarray]:
+        m = (pk["payload"] > 0) & (pk["dir"] == 1)
+        cols = [pk["src"][m].astype(np.uint64) << np.uint64(32) | pk["dst"][m].astype(np.uint64),
+                pk["seq"][m].astype(np.uint64) << np.uint64(32) | pk["sport"][m].astype(np.uint64) << np.uint64(16)
+                | pk["dport"][m].astype(np.uint64),
+                pk["payload"][m].astype(np.uint64) << np.uint64(16) | pk["ipid"][m].astype(np.uint64)]
+        return np.stack(cols, axis=1), pk["ts"][m]
+    k_in, t_in = keyed(before)
+    k_out, t_out = keyed(after)
+    keys = np.concatenate([k_in, k_out])
+    side = np.concatenate([np.zeros(len(k_in), np.uint8), np.ones(len(k_out), np.uint8)])
+    ts = np.concatenate([t_in, t_out])
+    order = np.lexsort((ts, side, keys[:, 2], keys[:, 1], keys[:, 0]))
+    keys, side, ts = keys[order], side[order], ts[order]
+    # An arrival directly followed by a departure of the same key is one transit.
+    pair = (side[:-1] == 0) & (side[1:] == 1) & (keys[:-1] == keys[1:]).all(axis=1)
+    t0, dt = ts[:-1][pair], ts[1:][pair] - ts[:-1][pair]
+    by_time = np.argsort(t0, kind="stable")
+    return t0[by_time], dt[by_time]
 
 
 def dip(before_bps: float, during_bps: float) -> dict:

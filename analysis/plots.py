@@ -45,6 +45,7 @@ from wire.tcpip import TCPIP_HEADERS, tcp_mss
 Row = dict[str, Any]
 
 LONG_FLOW_COLOUR = "#555555"
+QUEUE_COLOUR = "#9a9a9a"
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
            "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
 DPI = 110
@@ -179,14 +180,17 @@ def time_sequence_figure(profile: str, size: int, runs: list[RunRecord], variant
 
 def cdf_figure(profile: str, rows: list[tuple[int, list[RunRecord]]], variants: list[str],
                colours: dict[str, str], baseline: Optional[str]) -> Figure:
-    """FCT, fairness-ratio and lost-packet CDFs per variant; one row per transfer size."""
-    fig = Figure(figsize=(13, 3.3 * len(rows)), layout="constrained")
-    axes = fig.subplots(len(rows), 3, squeeze=False)
+    """FCT, fairness-ratio and lost-packet CDFs per variant, and CE-mark ones where a queue
+    marked the short flow (ECN); one row per transfer size."""
     columns = [
         ("flow completion time (s)", lambda r: r.metrics["short"]["fct_s"]),
         ("fairness ratio (short ÷ long bytes)", lambda r: r.metrics.get("fairness_ratio")),
         ("lost packets of the short flow", lambda r: r.metrics["short"]["lost_pkts"]),
     ]
+    if any(r.metrics["short"].get("ce_pkts") for _, runs in rows for r in runs):
+        columns.append(("CE-marked packets of the short flow", lambda r: r.metrics["short"].get("ce_pkts")))
+    fig = Figure(figsize=(13 * len(columns) / 3, 3.3 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), len(columns), squeeze=False)
     for (size, runs), ax_row in zip(rows, axes):
         for (label, value), ax in zip(columns, ax_row):
             drawn = False
@@ -228,8 +232,22 @@ def throughput_figure(profile: str, size: int, runs: list[RunRecord], variants: 
         ax.axhline(run.rate_bps / 1e6, color="#999999", lw=0.8, ls=":", label="bottleneck rate")
         _median_run_panel(ax, profile, size, run, colours[variant], "throughput (Mbit/s)", "upper right")
         _scheme_timeline(ax, run, colours[variant])
+        _queue_delay(ax, tp)
     axes[-1].set_xlabel("time since the short flow's SYN (s)")
     return fig
+
+
+def _queue_delay(ax: Axes, tp: dict) -> None:
+    """The bottleneck's queueing delay on a right-hand axis of a throughput panel, where the
+    run's analysis read it (grey: the queue, not a flow)."""
+    series = tp.get("queue_ms") or []
+    if not any(x is not None for x in series):
+        return
+    right = ax.twinx()
+    right.plot(tp["t"], [np.nan if x is None else x for x in series], color=QUEUE_COLOUR, lw=0.8, alpha=0.8)
+    right.set_ylabel("queueing delay (ms)", color=QUEUE_COLOUR)
+    right.set_ylim(bottom=0)
+    right.tick_params(axis="y", colors=QUEUE_COLOUR, labelsize=8)
 
 
 def _scheme_timeline(ax: Axes, run: RunRecord, colour: str, most: int = 12) -> None:

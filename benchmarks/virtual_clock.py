@@ -14,6 +14,8 @@
   agreement    one campaign on each clock: per variant, the short flow's mean FCT over the
                real clock's runs the emulator did not flag against the virtual clock's, with
                each mean's 95 % interval and how many runs each counted.
+               `--hystart off`: with CUBIC's HyStart off on both (the guest's 6.1 kernel), so
+               the competing flow leaves slow start by a loss on either clock.
 
 Run as root: sudo .venv/bin/python benchmarks/virtual_clock.py determinism --reps 5
 """
@@ -161,6 +163,32 @@ def short_fcts(campaign_dir: Path) -> dict[str, list[tuple[float, list[str]]]]:
     return out
 
 
+# CUBIC's HyStart switch (a module parameter: the whole kernel's, not a namespace's).
+HYSTART = Path("/sys/module/tcp_cubic/parameters/hystart")
+
+
+def campaign_without_hystart(scenario: str, out: Path, reps: int, extra: list[str], clock: str) -> float:
+    """The campaign with CUBIC's HyStart off: on the real clock the host's switch, put back
+    after; on the virtual clock the guest's, in one guest that runs the campaign and exports
+    it. So every CUBIC flow leaves slow start by a loss, on either clock."""
+    t0 = time.monotonic()
+    if clock == "real":
+        before = HYSTART.read_text().strip()
+        HYSTART.write_text("0")
+        try:
+            campaign(scenario, out, reps, extra, clock)
+        finally:
+            HYSTART.write_text(before)
+        return time.monotonic() - t0
+    from cli.virtual import PY, run_in_guest
+    inside = Path(scenario).resolve().relative_to(ROOT)       # the guest runs in its copy of the checkout
+    job = (f"echo 0 > {HYSTART}\n"
+           f"{PY} run.py run {inside} --reps {reps} --out /run/{out.name} {' '.join(extra)}\n"
+           f"{PY} -m results.export /run/{out.name} {out.name}\n")
+    run_in_guest(job, 1, "6.1", out.parent, 3600, lambda text: None)
+    return time.monotonic() - t0
+
+
 def cmd_agreement(args) -> int:
     from analysis.stats import mean, mean_ci
     out = Path(args.out)
@@ -168,7 +196,10 @@ def cmd_agreement(args) -> int:
     figures = {}
     for clock in ("real", "virtual"):
         extra = [*args.extra, *(["--unfit-host"] if clock == "real" else [])]   # flagged, not refused
-        wall = campaign(args.scenario, out / clock, args.reps, extra, clock)
+        if args.hystart == "off":
+            wall = campaign_without_hystart(args.scenario, out / clock, args.reps, extra, clock)
+        else:
+            wall = campaign(args.scenario, out / clock, args.reps, extra, clock)
         figures[clock] = short_fcts(out / clock)
         print(f"{clock}: {wall:.0f} s wall", flush=True)
     worst = 0.0
@@ -210,6 +241,8 @@ def main() -> int:
     a.add_argument("--scenario", default=str(ROOT / "scenarios" / "smoke.yaml"))
     a.add_argument("--reps", type=int, default=5)
     a.add_argument("--out", default="/tmp/startlab-virtual-agreement")
+    a.add_argument("--hystart", choices=("on", "off"), default="on",
+                   help="off: CUBIC's HyStart off on both clocks (the host's put back after)")
     a.add_argument("extra", nargs="*", help="more `run` options, after --")
     args = p.parse_args()
     return {"determinism": cmd_determinism, "cost": cmd_cost, "packets": cmd_packets,

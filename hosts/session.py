@@ -59,6 +59,9 @@ class Flow:
     # Where each connection's first slow start ended, as the kernel showed it (socket_watch's
     # ss_exit: time, cwnd, ssthresh, CA state and retransmissions then; None: never).
     ss_exits: list = field(default_factory=list)
+    # The end hosts ask for ECN (the network's ecn "on"): a TCP flow's handshake on the wire
+    # must then negotiate it (analysis/flow_checks.py).
+    declared_ecn: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -217,7 +220,8 @@ class RunSession:
                     variant=variant.name if variant else None, declared_cc=list(declared.cc),
                     declared_iw=None if paced_by else declared.iw, size_bytes=size_bytes,
                     note=f"initial window not checked: the flow is paced by {paced_by}" if paced_by else "",
-                    transport=declared.transport)
+                    transport=declared.transport,
+                    declared_ecn=declared.transport == "tcp" and self.net.defaults.ecn == "on")
         if declared.transport == "quic":
             if report is None:
                 raise WorkloadError(f"flow {name}: {sender.name}'s variant {flow.variant} runs a QUIC endpoint, "

@@ -4,8 +4,8 @@ Two scenarios often share runs: Scharf's Figs. 13 and 14 both replay the same We
 with slow start and with Quick-Start at qs_thresh 0.9, and only Fig. 14's third variant is
 new. A run is taken (`run --reuse DIR`) only when everything that decides its traffic is
 the same: profile, object size, variant and its definition, workload and its parameters
-for that run (seed and sweep value included), repetition, the bottleneck's shaper and any
-variant the workload names. Which scenario file asked for it is not part of that.
+for that run (seed and sweep value included), repetition, the bottleneck's shaper, the end
+hosts' ECN mode and any variant the workload names. Which scenario file asked for it is not part of that.
 
 A taken run is a copy (captures hard-linked, being large and never rewritten) whose
 meta.json names this campaign's scenario and keeps where it came from in `reused_from`;
@@ -32,7 +32,10 @@ LINK_FROM_BYTES = 1 << 20
 
 # Besides each run's declaration (Scenario.declaration), what decides what a campaign's runs
 # emulated.
-CAMPAIGN_FIELDS = ("shaper", "workload_variants")
+CAMPAIGN_FIELDS = ("shaper", "workload_variants", "ecn")
+# What a campaign recorded before a field existed ran with: a new namespace's own ECN mode
+# (net.ipv4.tcp_ecn 2, accept), which the network now sets explicitly.
+RECORDED_BEFORE = {"ecn": "accept"}
 
 
 def _plain(value: Any) -> Any:
@@ -88,7 +91,7 @@ def adopt(sc: Scenario, campaign: Campaign, runs: list[Run], sources: list[Path]
         source = Campaign.open(path)
         if source.path == campaign.path:
             raise UserError(f"--reuse {path}: that is the campaign being run")
-        fields = [k for k in CAMPAIGN_FIELDS if _plain(source.record.get(k)) != record.get(k)]
+        fields = [k for k in CAMPAIGN_FIELDS if _plain(source.record.get(k, RECORDED_BEFORE.get(k))) != record.get(k)]
         for run_id, run in list(want.items()):
             if not source.is_done(run_id):
                 continue

@@ -32,6 +32,7 @@ from scenarios.spec import Run, Scenario
 from scenarios.stats import new_stats
 from links import delay
 from links.hostfit import delay_flags
+from topologies.endhosts import EndHostDefaults
 from topologies.network import Network
 
 log = logging.getLogger("startlab.runner")
@@ -274,7 +275,8 @@ def run_campaign(sc: Scenario, out: Path | None, delay_backend: str = "auto", on
             net_dir = campaign.path / schema.NETWORKS_DIR / net_name
             needs = sc.host_needs()
             with Network(profiles[profile_name], net_dir, pairs=needs.pairs, delay_backend=delay_backend,
-                         shaper=sc.shaper_for(profiles[profile_name]), pair_rtts_ms=needs.rtts_ms) as net:
+                         shaper=sc.shaper_for(profiles[profile_name]), pair_rtts_ms=needs.rtts_ms,
+                         defaults=EndHostDefaults(ecn=sc.ecn)) as net:
                 path = check_path(net, needs.rtts_ms, host_rec)
                 for run in group:
                     progress.show(run.run_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -25,6 +25,7 @@ from machine.errors import UserError
 from links.profiles import LinkProfile, load_profiles
 from links import shapers
 from links.shapers import Shaper
+from topologies.endhosts import ECN_MODES
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 
@@ -74,10 +75,17 @@ class Scenario:
     # Sizes per profile where the file gives them as a mapping: a size that means a few BDPs
     # on one path means thirty on another, and a campaign's wall time goes where it matters.
     profile_sizes: dict[str, list[int]] = field(default_factory=dict)
+    # ECN in every end host's TCP handshake (topologies.endhosts.ECN_MODES).
+    ecn: str = "accept"
+    # The queues a campaign compares (`shapers:`): each profile runs behind each, as a profile
+    # of its own named PROFILE+QUEUE (behind_each), so every table and plot has a row per queue.
+    shapers: list[Shaper] = field(default_factory=list)
+    profile_shapers: dict[str, Shaper] = field(default_factory=dict)
 
     def shaper_for(self, profile: LinkProfile) -> Shaper:
-        """The shaper of `profile`'s bottleneck: the file's, else the profile's default."""
-        return self.shaper or shapers.default_for([profile])
+        """The shaper of `profile`'s bottleneck: its own (`shapers:`), the file's, else the
+        profile's default."""
+        return self.profile_shapers.get(profile.name) or self.shaper or shapers.default_for([profile])
 
     def shapers_record(self) -> dict:
         """campaign.json's `shaper`: one description where every profile has the same
@@ -165,7 +173,7 @@ class Scenario:
                 "overrides": self.overrides,
                 "sweep": {"param": self.sweep.param, "values": self.sweep.values} if self.sweep else None,
                 "variant_definitions": {n: v.describe() for n, v in self.variants.items()},
-                "shaper": self.shapers_record(),
+                "shaper": self.shapers_record(), "ecn": self.ecn,
                 "workload_variants": {k: self.variant(v).describe() for k, v in self.workload_params.items()
                                       if self.workload.params[k].kind == "variant"}}
 
@@ -225,6 +233,43 @@ def _sweep(fields: Fields, workload: Workload) -> Sweep:
     if len(set(values)) != len(values):
         raise fields.error("values", "a value appears twice")
     return Sweep(param, [declared.normalise(v) for v in values])
+
+
+def shaper_label(shaper: Shaper) -> str:
+    """A queue's short name in a profile's: its kind, its policy and whether it marks
+    (tbf, codel-ecn, delayline-pie-ecn)."""
+    d = shaper.describe()
+    return "-".join([d["kind"], *([d["policy"]] if d.get("policy") else []), *(["ecn"] if d.get("ecn") else [])])
+
+
+def behind_each(profiles: list[LinkProfile], queues: list[Shaper],
+                sizes: dict[str, list[int]]) -> tuple[list[LinkProfile], dict[str, Shaper], dict[str, list[int]]]:
+    """Every profile behind every queue, named PROFILE+QUEUE, with each one's shaper and the
+    sizes the file gave its profile."""
+    out, shaper_of, sizes_of = [], {}, {}
+    for p in profiles:
+        for q in queues:
+            name = f"{p.name}+{shaper_label(q)}"
+            out.append(replace(p, name=name))
+            shaper_of[name] = q
+            if p.name in sizes:
+                sizes_of[name] = sizes[p.name]
+    return out, shaper_of, sizes_of
+
+
+def _shapers(path: Path, top: Fields, profiles: list[LinkProfile]) -> list[Shaper]:
+    """`shapers: [{kind: tbf}, {kind: codel, ecn: true}, ...]`: each an entry as `shaper:`
+    takes it, no two with the same name."""
+    queues, labels = [], set()
+    for i, item in enumerate(top.list("shapers")):
+        if not isinstance(item, dict):
+            raise top.error("shapers", f"expected a mapping with `kind:`, got {item!r}")
+        queue = _shaper(Fields(path, item, f"shapers[{i}]", top.line_of("shapers")), profiles)
+        if shaper_label(queue) in labels:
+            raise top.error("shapers", f"two entries are both {shaper_label(queue)}")
+        labels.add(shaper_label(queue))
+        queues.append(queue)
+    return queues
 
 
 def _shaper(fields: Fields, profiles: list[LinkProfile]) -> Shaper:
@@ -300,6 +345,10 @@ SCENARIO_FIELDS = {
     "seed": "seed of the run order; default 1 (a workload draws from its own `seed` parameter)",
     "sweep": "`param:` a numeric workload parameter and its `values:` (one cell per value)",
     "shaper": "`kind:` how the bottleneck queues (below); default per profile: tbf, delayline on a trace or lossy link",
+    "shapers": "instead of `shaper:`, a list of them: each profile runs behind each, as a profile named "
+               "PROFILE+QUEUE (dsl-fast+codel-ecn), so every table and plot has a row per queue",
+    "ecn": "ECN in every end host's TCP handshake: off, accept (only when the peer asks; the default) or on "
+           "(clients and servers ask for it)",
 }
 
 
@@ -336,6 +385,12 @@ def load_scenario(path: Path | str) -> Scenario:
         sizes, profile_sizes = _sizes(top, [p.name for p in profiles])
     elif top.has("sizes"):
         raise top.error("sizes", f"workload {workload.name} takes no object sizes")
+    if top.has("shaper") and top.has("shapers"):
+        raise top.error("shapers", "give either `shaper:` (one queue) or `shapers:` (a list), not both")
+    queues = _shapers(path, top, profiles) if top.has("shapers") else []
+    profile_shapers: dict[str, Shaper] = {}
+    if queues:
+        profiles, profile_shapers, profile_sizes = behind_each(profiles, queues, profile_sizes)
     baseline = top.text("baseline", next(iter(variants)))
     if baseline not in variants:
         raise top.error("baseline", f"'{baseline}' is not one of the scenario's variants ({', '.join(variants)})")
@@ -347,7 +402,22 @@ def load_scenario(path: Path | str) -> Scenario:
         seed=int(top.number("seed", 1, low=0, high=2 ** 32, integer=True)),
         text_hash=hashlib.sha256(path.read_bytes()).hexdigest(), profile_sizes=profile_sizes,
         sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None,
-        shaper=_shaper(top.sub("shaper"), profiles) if top.has("shaper") else None)
+        shaper=_shaper(top.sub("shaper"), profiles) if top.has("shaper") else None,
+        ecn=_ecn(top, workload), shapers=queues, profile_shapers=profile_shapers)
+
+
+def _ecn(top: Fields, workload: Workload) -> str:
+    """`ecn:` off, accept or on; YAML reads a bare on/off as true/false, which mean the same.
+    `on` is checked on the wire (every flow's handshake), so only where the workload's
+    analysis reads it."""
+    value = top.data.get("ecn", "accept")
+    mode = ("on" if value else "off") if isinstance(value, bool) else top.text("ecn", "accept",
+                                                                                 choices=list(ECN_MODES))
+    if mode == "on" and not workload.reads_ecn:
+        readers = ", ".join(name for name, w in workloads.registry().items() if w.reads_ecn)
+        raise top.error("ecn", f"workload {workload.name} does not read ECN from the wire yet "
+                               f"(workloads that do: {readers})")
+    return mode
 
 
 def _size_list(fields: Fields, key: str) -> list[int]:
@@ -382,8 +452,11 @@ def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, varia
             if name not in known:
                 raise UserError(f"--profiles: unknown profile '{name}' (choices: {', '.join(known)})")
             chosen.append(known[name])
-        sc.profiles = chosen
         sc.overrides["profiles"] = [p.name for p in chosen]
+        if sc.shapers:                          # the file's sizes per profile, by its own name
+            file_sizes = {name.split("+", 1)[0]: v for name, v in sc.profile_sizes.items()}
+            chosen, sc.profile_shapers, sc.profile_sizes = behind_each(chosen, sc.shapers, file_sizes)
+        sc.profiles = chosen
     if sizes:
         if not sc.workload.sized:
             raise UserError(f"--sizes: workload {sc.workload.name} takes no object sizes")

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import BinaryIO, Iterable
 
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+ECE, CWR = 0x40, 0x80
+ECT0, CE = 0x02, 0x03
 LINKTYPE_ETHERNET = 1
 LINKTYPE_LINUX_SLL = 113
 MSS = 1448  # Linux MSS with timestamps on a 1500-byte MTU
@@ -38,6 +40,7 @@ class Packet:
     payload: int = 0
     ipid: int = 0
     win: int = 65535
+    tos: int = 0                  # DSCP and ECN: 2 = ECT(0), 3 = CE
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def ipv4_tcp(p: Packet) -> bytes:
         0,
     ) + tcp_opts
     total = 20 + len(tcp) + p.payload
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, p.ipid & 0xFFFF, 0x4000, 64, 6, 0, _ip(p.src), _ip(p.dst))
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, p.tos, total, p.ipid & 0xFFFF, 0x4000, 64, 6, 0, _ip(p.src), _ip(p.dst))
     return ip + tcp + bytes(p.payload)
 
 
@@ -159,12 +162,15 @@ class Conversation:
     client_isn: int = 1000
     server_isn: int = 5000
 
-    def syn(self, ts: float) -> Packet:
-        return Packet(ts, self.client, self.server, self.cport, self.sport, self.client_isn, 0, SYN)
+    def syn(self, ts: float, ecn: bool = False) -> Packet:
+        """`ecn`: an ECN-setup SYN (ECE and CWR, RFC 3168 §6.1.1)."""
+        return Packet(ts, self.client, self.server, self.cport, self.sport, self.client_isn, 0,
+                      SYN | (ECE | CWR if ecn else 0))
 
-    def synack(self, ts: float) -> Packet:
+    def synack(self, ts: float, ecn: bool = False) -> Packet:
+        """`ecn`: an ECN-setup SYN-ACK (ECE without CWR)."""
         return Packet(ts, self.server, self.client, self.sport, self.cport, self.server_isn,
-                      self.client_isn + 1, SYN | ACK)
+                      self.client_isn + 1, SYN | ACK | (ECE if ecn else 0))
 
     def from_client(self, ts: float, offset: int, length: int, ipid: int = 0, flags: int = ACK,
                     acked: int = 0) -> Packet:
@@ -173,9 +179,11 @@ class Conversation:
                       (self.client_isn + 1 + offset) & 0xFFFFFFFF, (self.server_isn + 1 + acked) & 0xFFFFFFFF,
                       flags, length, ipid)
 
-    def from_server(self, ts: float, offset: int, length: int, ipid: int = 0, flags: int = ACK) -> Packet:
+    def from_server(self, ts: float, offset: int, length: int, ipid: int = 0, flags: int = ACK,
+                    tos: int = 0) -> Packet:
         return Packet(ts, self.server, self.client, self.sport, self.cport,
-                      (self.server_isn + 1 + offset) & 0xFFFFFFFF, self.client_isn + 1, flags, length, ipid)
+                      (self.server_isn + 1 + offset) & 0xFFFFFFFF, self.client_isn + 1, flags, length, ipid,
+                      tos=tos)
 
 
 @dataclass
@@ -197,10 +205,12 @@ class DumbbellCaptures:
         self.bneck_in: list[Packet] = []
         self.bneck_out: list[Packet] = []
 
-    def downstream(self, p: Packet, dropped: bool = False) -> None:
+    def downstream(self, p: Packet, dropped: bool = False, marked: bool = False, waits_s: float = 0.0) -> None:
+        """`marked`: the queue sets Congestion Experienced on it (an AQM with ECN); `waits_s`:
+        it queues this much longer than the fixed queue_s (a standing queue)."""
         self.bneck_in.append(p)
         if not dropped:
-            out = replace(p, ts=p.ts + self.queue_s)
+            out = replace(p, ts=p.ts + self.queue_s + waits_s, tos=(p.tos | CE) if marked else p.tos)
             self.bneck_out.append(out)
             self.client.append(replace(out, ts=out.ts + self.down_s))
 

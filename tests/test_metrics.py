@@ -13,7 +13,7 @@ import pytest
 from analysis import packets
 from analysis.workloads.competing import run_metrics as competing_metrics
 from machine.errors import UserError
-from pcapcraft import ACK, FIN, MSS, PSH, Conversation, DumbbellCaptures
+from pcapcraft import ACK, ECT0, FIN, MSS, PSH, Conversation, DumbbellCaptures
 
 RTT = 0.022  # one way 10 ms down + 10 ms up + 1 ms queue each way, roughly
 CLIENT = "10.0.0.1"
@@ -75,14 +75,18 @@ def add_long_flow(run: Run, t0: float, t1: float, drop_every: int = 0) -> None:
 
 
 def add_short_flow(run: Run, syn_ts: float, size: int, drops: set[int], spurious: set[int],
-                   server_isn: int = 5000) -> None:
+                   server_isn: int = 5000, ecn: bool = False, marks: frozenset[int] = frozenset(),
+                   waits_s: tuple[float, ...] = ()) -> None:
     """curl fetching `size` response bytes from lighttpd; segments in `drops` are lost
-    at the queue and resent after the others, those in `spurious` are resent needlessly."""
+    at the queue and resent after the others, those in `spurious` are resent needlessly.
+    `ecn`: the handshake sets up ECN and new data goes out ECT(0), as Linux's does; the
+    queue marks the segments in `marks` CE. Segment i waits `waits_s[i]` in the queue
+    beyond its fixed delay (0 past the tuple's end)."""
     caps = run.caps
     c = Conversation(CLIENT, 40000, "10.0.1.1", 80, server_isn=server_isn)
     run.syn_ts = syn_ts
-    caps.upstream(c.syn(syn_ts))
-    caps.downstream(c.synack(syn_ts + 0.0107))
+    caps.upstream(c.syn(syn_ts, ecn=ecn))
+    caps.downstream(c.synack(syn_ts + 0.0107, ecn=ecn))
     caps.upstream(c.from_client(syn_ts + 0.0223, 0, 90, ipid=1, flags=ACK | PSH))
     nseg = math.ceil(size / MSS)
     first = syn_ts + 0.0335
@@ -90,11 +94,13 @@ def add_short_flow(run: Run, syn_ts: float, size: int, drops: set[int], spurious
     for i in range(nseg):
         t = first + i * 0.0004
         n = min(MSS, size - i * MSS)
-        caps.downstream(c.from_server(t, i * MSS, n, ipid=ipid), dropped=i in drops)
+        wait = waits_s[i] if i < len(waits_s) else 0.0
+        caps.downstream(c.from_server(t, i * MSS, n, ipid=ipid, tos=ECT0 if ecn else 0), dropped=i in drops,
+                        marked=i in marks, waits_s=wait)
         ipid += 1
         run.short_sent_bytes += n
         if i not in drops:
-            run.short_arrivals.append((caps.client_time(t), n))
+            run.short_arrivals.append((caps.client_time(t) + wait, n))
     resend = first + nseg * 0.0004 + RTT
     for k, i in enumerate(sorted(drops | spurious)):
         t = resend + k * 0.0004
@@ -158,7 +164,7 @@ def test_long_flow_and_fairness(competing: tuple[Run, dict]) -> None:
     run, m = competing
     long = dict(m["long"])
     dip = {k: long.pop(k) for k in ("mbps_before", "mbps_during", "dip")}
-    assert long == {"bytes": run.long_bytes, "retx_pkts": run.long_retx, "lost_pkts": run.long_lost}
+    assert long == {"bytes": run.long_bytes, "retx_pkts": run.long_retx, "lost_pkts": run.long_lost, "ce_pkts": 0}
     expected = (in_window(run.short_arrivals, run.syn_ts, run.end_ts)
                 / in_window(run.long_arrivals, run.syn_ts, run.end_ts))
     assert m["fairness_ratio"] == pytest.approx(expected, rel=1e-12)
@@ -218,6 +224,59 @@ def test_a_first_flight_a_timeout_disturbed_is_marked(tmp_path: Path) -> None:
     add_short_flow(run, 2.0, SIZE, drops=set(), spurious=set())
     run.caps.write(clean)
     assert "disturbed" not in run_metrics(clean, spec(SIZE, long=False))["flows"]["short"]["first_flight"]
+
+
+def test_ce_marks_and_the_ecn_handshake_are_read_from_the_wire(tmp_path: Path) -> None:
+    """A short flow that set up ECN and was marked CE on three segments at the queue (and
+    lost one), beside a long flow without ECN: the marks are counted after the queue, each
+    flow's handshake says whether it could be marked, and a run that declared ECN fails
+    its check on the flow that did not set it up."""
+    from analysis.flow_checks import flow_checks, problems
+    run = Run()
+    add_long_flow(run, 1.0, 3.0)
+    add_short_flow(run, 2.2, SIZE, drops={7}, spurious=set(), ecn=True, marks=frozenset({2, 9, 30}))
+    run.caps.write(tmp_path)
+    m = run_metrics(tmp_path, spec(SIZE))
+    assert (m["short"]["ce_pkts"], m["short"]["lost_pkts"]) == (3, 1)
+    assert (m["long"]["ce_pkts"], m["long"]["lost_pkts"]) == (0, 0)
+    assert m["flows"]["short"]["ecn"] is True and m["flows"]["long"]["ecn"] is False
+    declared = {"flows": [{"name": n, "declared_cc": ["cubic"], "observed_cc": ["cubic"], "declared_ecn": True}
+                          for n in ("short", "long")]}
+    checks = {c["flow"]: c for c in flow_checks(declared, m)}
+    assert checks["short"]["ecn_ok"] is True and checks["long"]["ecn_ok"] is False
+    assert problems(list(checks.values())) == [
+        "flow long: the end hosts ask for ECN, the handshake on the wire did not set it up"]
+    # Without ECN the same drops and no mark: the flag says so.
+    plain = tmp_path / "plain"
+    run = Run()
+    add_long_flow(run, 1.0, 3.0)
+    add_short_flow(run, 2.2, SIZE, drops={7}, spurious=set())
+    run.caps.write(plain)
+    m = run_metrics(plain, spec(SIZE))
+    assert m["short"]["ce_pkts"] == 0 and m["flows"]["short"]["ecn"] is False
+
+
+def test_the_queueing_delay_is_read_from_the_captures_around_the_queue(tmp_path: Path) -> None:
+    """Segment i of a short flow alone waits i × 0.5 ms beyond the queue's fixed 1 ms: the
+    analysis finds the fixed part as the smallest transit and the rest as queueing delay,
+    its percentiles while the flow ran and its largest value per step of the series."""
+    run = Run()
+    nseg = math.ceil(SIZE / MSS)
+    waits = tuple(i * 0.0005 for i in range(nseg))
+    add_short_flow(run, 1.0, SIZE, drops=set(), spurious=set(), waits_s=waits)
+    run.caps.write(tmp_path)
+    m = run_metrics(tmp_path, spec(SIZE, long=False))
+    expected_ms = np.array(waits) * 1e3
+    q = m["queue"]
+    assert q["samples"] == nseg and q["base_transit_ms"] == pytest.approx(1.0, abs=0.002)
+    assert q["p50_ms"] == pytest.approx(np.percentile(expected_ms, 50), abs=0.002)
+    assert q["p99_ms"] == pytest.approx(np.percentile(expected_ms, 99), abs=0.002)
+    assert q["max_ms"] == pytest.approx(expected_ms.max(), abs=0.002)
+    series = m["throughput"]["queue_ms"]
+    assert len(series) == len(m["throughput"]["t"])
+    assert max(x for x in series if x is not None) == pytest.approx(expected_ms.max(), abs=0.002)
+    # Before the SYN no segment reached the queue: those steps have no figure.
+    assert series[0] is None
 
 
 def test_short_flow_alone_across_sequence_wrap(tmp_path: Path) -> None:

@@ -86,6 +86,20 @@ def test_a_source_with_another_shaper_gives_nothing(tmp_path):
     assert found.taken == {} and all(f == ["shaper"] for f in found.differing.values())
 
 
+def test_a_source_with_another_ecn_mode_gives_nothing_and_one_from_before_the_field_ran_with_accept(tmp_path):
+    fig13, fig14 = load_scenario(USERS), load_scenario(SHARE)
+    source = finished_campaign(fig13, tmp_path / "fig13")
+    record = json.loads((source.path / schema.CAMPAIGN_FILE).read_text())
+    record["ecn"] = "on"
+    write_json(source.path / schema.CAMPAIGN_FILE, record)
+    target = open_campaign(fig14, tmp_path / "fig14")
+    found = adopt(fig14, target, fig14.runs(), [source.path])
+    assert found.taken == {} and all(f == ["ecn"] for f in found.differing.values())
+    del record["ecn"]                       # recorded before startlab set it: the namespace's accept
+    write_json(source.path / schema.CAMPAIGN_FILE, record)
+    assert adopt(fig14, target, fig14.runs(), [source.path]).taken
+
+
 def test_reuse_refuses_its_own_campaign_and_a_directory_that_is_none(tmp_path):
     fig14 = load_scenario(SHARE)
     target = open_campaign(fig14, tmp_path / "fig14")

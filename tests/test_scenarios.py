@@ -1,4 +1,5 @@
 """Scenario files: sizes, validation with file/line/field, overrides and run order."""
+import re
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,7 @@ import pytest
 from machine.errors import UserError
 from config.sizes import parse_size, size_label as format_size
 from scenarios.spec import apply_overrides, list_scenarios, load_scenario
+from conftest import ROOT
 
 
 @pytest.mark.parametrize("text,value", [("70KB", 70_000), ("2MB", 2_000_000), ("10MB", 10_000_000),
@@ -112,6 +114,7 @@ def test_inline_variant_definition(tmp_path):
     ("repetitions: 2", "repetitons: 2", "11: repetitons: unknown field"),
     ("  kind: competing", "  kind: competing\n  rate_factor: 0.5",
      "7: workload.rate_factor: a change between two fetches needs a first fetch: prior_bytes > 0"),
+    ("repetitions: 2", "repetitions: 2\necn: always", "12: ecn: 'always' is not one of: off, on, accept"),
 ])
 def test_bad_scenario_names_file_line_field_and_expectation(tmp_path, old, new, where):
     assert_refused(tmp_path, GOOD, old, new, where)
@@ -125,6 +128,51 @@ def assert_refused(tmp_path, good: str, old: str, new: str, where: str) -> None:
     with pytest.raises(UserError) as exc:
         load_scenario(path)
     assert f"{path}:{where}" in str(exc.value), str(exc.value)
+
+
+def test_ecn_reads_yamls_bare_on_and_off_and_is_refused_where_the_workload_cannot_check_it(tmp_path):
+    assert load_scenario(write(tmp_path, GOOD)).ecn == "accept"
+    assert load_scenario(write(tmp_path, GOOD + "ecn: on\n")).ecn == "on"
+    assert load_scenario(write(tmp_path, GOOD + "ecn: off\n")).ecn == "off"
+    bulk = (ROOT / "scenarios" / "bulk.yaml").read_text() + "ecn: on\n"
+    with pytest.raises(UserError, match="ecn: workload bulk does not read ECN from the wire yet"):
+        load_scenario(write(tmp_path, bulk))
+
+
+SHAPERS = """shapers:
+  - {kind: tbf}
+  - {kind: delayline, policy: codel, ecn: true}
+"""
+
+
+def test_shapers_put_each_profile_behind_each_queue_as_a_profile_of_its_own(tmp_path):
+    text = GOOD.replace("profiles: [dsl-fast]", "profiles: [dsl-fast, lte]").replace(
+        "sizes: [70KB]", "sizes: {dsl-fast: [70KB], lte: [2MB]}") + SHAPERS
+    sc = load_scenario(write(tmp_path, text))
+    names = ["dsl-fast+tbf", "dsl-fast+delayline-codel-ecn", "lte+tbf", "lte+delayline-codel-ecn"]
+    assert [p.name for p in sc.profiles] == names
+    # Each one the profile it came from, behind its own queue, with that profile's sizes.
+    assert {p.rtt_ms for p in sc.profiles[:2]} == {50.0} and sc.profiles[2].down_mbps == 32.0
+    assert sc.shaper_for(sc.profiles[1]).describe()["policy"] == "codel"
+    assert sc.shaper_for(sc.profiles[2]).describe() == {"kind": "tbf"}
+    assert sc.sizes_for("lte+tbf") == [2_000_000] and sc.sizes_for("dsl-fast+tbf") == [70_000]
+    assert {r.profile for r in sc.runs()} == set(names) and len(sc.runs()) == 4 * 2 * 2
+    assert set(sc.record()["shaper"]) == set(names)
+    # --profiles names the profiles the file would: each is put behind every queue again.
+    sc = apply_overrides(sc, "dsl-slow", None, None, None)
+    assert [p.name for p in sc.profiles] == ["dsl-slow+tbf", "dsl-slow+delayline-codel-ecn"]
+    assert sc.shaper_for(sc.profiles[1]).describe()["ecn"] is True
+
+
+@pytest.mark.parametrize("extra,where", [
+    (SHAPERS + "shaper: {kind: tbf}\n", "shapers: give either `shaper:` (one queue) or `shapers:` (a list), not both"),
+    ("shapers:\n  - {kind: tbf}\n  - {kind: tbf}\n", "shapers: two entries are both tbf"),
+    ("shapers:\n  - {kind: tbf}\n  - {kind: fifo}\n", "shapers[1].kind: 'fifo' is not one of"),
+    ("shapers: []\n", "shapers: expected a non-empty list"),
+])
+def test_bad_shapers_name_the_entry(tmp_path, extra, where):
+    with pytest.raises(UserError, match=re.escape(where)):
+        load_scenario(write(tmp_path, GOOD + extra))
 
 
 def test_missing_scenario_file_lists_shipped_ones(tmp_path):

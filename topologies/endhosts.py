@@ -37,6 +37,9 @@ class EndHostDefaults:
     # Congestion window validation after idle (RFC 2861/7661's restart; Quick-Start requests
     # after it): a connection idle for an RTO restarts from a smaller window.
     slow_start_after_idle: bool = True
+    # ECN (RFC 3168) in the TCP handshake: "off" never, "accept" only when the peer asks
+    # (the kernel's own default for a namespace, set here all the same), "on" ask for it too.
+    ecn: str = "accept"
     # Socket buffers that never cap a window on the profiles' BDPs plus buffers
     # (lab-1g: 2.5 MB BDP + 2.5 MB queue).
     rmem: str = "4096 131072 67108864"
@@ -70,6 +73,19 @@ def set_pacing_ratios(node, ss_ratio: int, ca_ratio: int) -> None:
                     f"net.ipv4.tcp_pacing_ca_ratio={int(ca_ratio)}")
 
 
+# net.ipv4.tcp_ecn's values (Documentation/networking/ip-sysctl.rst).
+ECN_MODES = {"off": 0, "on": 1, "accept": 2}
+
+
+def set_ecn(node, mode: str) -> None:
+    """Set the node's ECN mode and read it back: a handshake on the wire then shows it."""
+    check_cmd(node, f"sysctl -qw net.ipv4.tcp_ecn={ECN_MODES[mode]}")
+    got = int(check_cmd(node, "sysctl -n net.ipv4.tcp_ecn").strip())
+    if got != ECN_MODES[mode]:
+        raise RuntimeError(f"{node.name}: net.ipv4.tcp_ecn reads {got} after setting ECN {mode} "
+                           f"({ECN_MODES[mode]})")
+
+
 def set_sack(node, on: bool) -> None:
     check_cmd(node, f"sysctl -qw net.ipv4.tcp_sack={1 if on else 0}")
 
@@ -88,6 +104,7 @@ def apply(node, defaults: EndHostDefaults, gateway: str, instance) -> None:
     set_congestion_control(node, defaults.cc, instance)
     set_pacing_ratios(node, defaults.pacing_ss_ratio, defaults.pacing_ca_ratio)
     set_sack(node, defaults.sack)
+    set_ecn(node, defaults.ecn)
     check_cmd(node, f"sysctl -qw net.ipv4.tcp_rmem='{defaults.rmem}' net.ipv4.tcp_wmem='{defaults.wmem}' "
                     "net.ipv4.tcp_no_metrics_save=1 "
                     f"net.ipv4.tcp_slow_start_after_idle={int(defaults.slow_start_after_idle)}")

@@ -74,6 +74,10 @@ def _at_bottleneck(client: Capture, conn: int, port: int, bneck_in: Capture, bne
     return {
         "retx_pkts": flows.retransmitted_segments(bneck_in.conns, j, dj),
         "lost_pkts": flows.segments_missing(bneck_in.packets, j, dj, bneck_out.packets, k, dk),
+        # What the queue signalled by marking instead of dropping, and whether the flow could
+        # take a mark at all (its handshake set up ECN).
+        "ce_pkts": flows.ce_marked(bneck_out.packets, k, dk),
+        "ecn": flows.ecn_negotiated(bneck_in.packets, j),
         "sent_bytes": flows.sent_bytes(bneck_in.conns, j, dj),
         "sent_unique_bytes": flows.delivered_bytes(bneck_in.conns, j, dj),
         "first_flight": _first_flight(bneck_in, j, dj, bneck_out, k, dk, mss),
@@ -106,6 +110,30 @@ def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] |
                                    STEP_S)
     return {"t": np.round(at - syn, 6).tolist(), "short_mbps": np.round(short_mbps, 3).tolist(),
             "long_mbps": np.round(long_mbps, 3).tolist(), "window_s": rtt_s, "long_start": long_start}
+
+
+def _queue(bneck_in: Capture, bneck_out: Capture, syn: float, end: float, at_rel: list[float]) -> dict:
+    """The queueing delay the servers' segments met at the bottleneck, from the two captures
+    around it (flows.queue_transits): its percentiles while the short flow ran (SYN to its
+    last byte) and its largest value in each step of the throughput series, so a plot shows
+    the queue beside both flows' rates. Read from the wire, so the same for every queue
+    discipline, the kernel's or the delay line's."""
+    t, transit = flows.queue_transits(bneck_in.packets, bneck_out.packets)
+    if not len(t):
+        return {"samples": 0, "series_ms": []}
+    delay_ms = (transit - transit.min()) * 1e3
+    during = delay_ms[(t >= syn) & (t <= end)]
+    out: dict = {"samples": int(len(during)), "base_transit_ms": round(float(transit.min()) * 1e3, 3)}
+    if len(during):
+        out.update({f"p{q}_ms": round(float(np.percentile(during, q)), 3) for q in (50, 99)},
+                   max_ms=round(float(during.max()), 3))
+    at = syn + np.asarray(at_rel, dtype=float)
+    most = np.full(len(at), -np.inf)
+    if len(at) > 1:                    # step i holds the segments that arrived in (at[i] - step, at[i]]
+        inside = (t > at[0] - (at[1] - at[0])) & (t <= at[-1])
+        np.maximum.at(most, np.searchsorted(at, t[inside], side="left"), delay_ms[inside])
+    out["series_ms"] = [None if not np.isfinite(x) else round(float(x), 3) for x in most]
+    return out
 
 
 def _time_sequence(client: Capture, conn: int, port: int, bneck_in: Capture, syn: float) -> dict:
@@ -166,6 +194,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         "bytes": delivered,
         "complete": delivered >= int(spec["short"]["size_bytes"]),
         "lost_pkts": at_b["lost_pkts"],
+        "ce_pkts": at_b["ce_pkts"],
         "retx_pkts": at_b["retx_pkts"],
         "inflation": at_b["sent_bytes"] / at_b["sent_unique_bytes"] if at_b["sent_unique_bytes"] else None,
         "syn_ts": syn,
@@ -176,6 +205,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         "first_data_s": flows.first_data_time(client.packets, sc, sd) - syn,
     }
     first_flights = {"short": at_b["first_flight"]}
+    ecn = {"short": at_b["ecn"]}
 
     long = None
     long_out = None
@@ -188,17 +218,21 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         lc, ld = long
         lb = _at_bottleneck(client, lc, long_port, bneck_in, bneck_out, mss)
         long_out = {"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
-                    "lost_pkts": lb["lost_pkts"],
+                    "lost_pkts": lb["lost_pkts"], "ce_pkts": lb["ce_pkts"],
                     **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - LEAD_S, syn) * 8 / LEAD_S,
                           flows.bytes_in_window(client.packets, lc, ld, syn, end) * 8 / max(end - syn, 1e-9))}
         first_flights["long"] = lb["first_flight"]
+        ecn["long"] = lb["ecn"]
         long_in_window = flows.bytes_in_window(client.packets, lc, ld, syn, end)
         short_in_window = flows.bytes_in_window(client.packets, sc, sd, syn, end)
         fairness = short_in_window / long_in_window if long_in_window else None
 
     throughput = _throughput(client, short, long, syn, end, rtt_s)
     throughput["rate_mbps"] = float(spec["rate_bps"]) / 1e6
+    queue = _queue(bneck_in, bneck_out, syn, end, throughput["t"])
+    throughput["queue_ms"] = queue.pop("series_ms")
     return {
+        "queue": queue,
         "short": short_out,
         "long": long_out,
         "fairness_ratio": fairness,
@@ -207,7 +241,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         "quickstart": quickstart.flow_quickstart(run_dir, short_port, client, sc, bneck_in, bneck_out,
                                                  server_counters),
         "time_sequence": _time_sequence(client, sc, short_port, bneck_in, syn),
-        "flows": {name: {"first_flight": ff} for name, ff in first_flights.items()},
+        "flows": {name: {"first_flight": ff, "ecn": ecn[name]} for name, ff in first_flights.items()},
     }
 
 
@@ -219,6 +253,24 @@ def fct(r: RunRecord) -> float:
 
 def lost(r: RunRecord) -> float:
     return r.metrics["short"]["lost_pkts"]
+
+
+def marked(r: RunRecord) -> Optional[float]:
+    """The short flow's CE marks (None in a run analysed before startlab read them)."""
+    return r.metrics["short"].get("ce_pkts")
+
+
+def ecn_share(runs: list[RunRecord]) -> Optional[float]:
+    """The share of runs whose short flow set up ECN (None where no run records it)."""
+    known = [(r.metrics.get("flows") or {}).get("short", {}).get("ecn") for r in runs]
+    known = [k for k in known if k is not None]
+    return sum(known) / len(known) if known else None
+
+
+def queue_p99s(runs: list[RunRecord]) -> list[float]:
+    """Each run's 99th-percentile queueing delay while its short flow ran (runs analysed
+    before startlab read it have none)."""
+    return [r.metrics["queue"]["p99_ms"] for r in runs if (r.metrics.get("queue") or {}).get("p99_ms") is not None]
 
 
 def long_dips(runs: list[RunRecord]) -> list[float]:
@@ -235,6 +287,12 @@ COLUMNS = [
     "fct_mean_s", "fct_median_s", "fct_ci_low_s", "fct_ci_high_s",
     "loss_mean_pkts", "retx_mean_pkts", "fairness_median",
     "loss_median_pkts", "inflation_mean",
+    # ECN: the short flow's CE marks (a queue's signal where it did not drop) and the share
+    # of runs whose short flow set up ECN in its handshake
+    "marks_mean_pkts", "marks_median_pkts", "ecn_ratio",
+    # the bottleneck's queueing delay while the short flow ran, from the captures around it:
+    # each run's 99th percentile, averaged
+    "queue_p99_mean_ms",
     # the long flow's throughput while the object loads against the LEAD_S before it: 1 − during/before
     "long_dip_mean",
     # comparison with the baseline at the same (profile, size); empty for the baseline
@@ -254,13 +312,20 @@ COLUMNS = [
 
 HEADERS = ["profile", "size", "variant", "runs", "FCT mean", "FCT 95% CI", "FCT median",
            "loss mean", "loss median", "retx mean", "fairness median", "inflation", "long-flow dip",
-           "ΔFCT vs baseline", "ANOVA p"]
+           "queue p99", "ΔFCT vs baseline", "ANOVA p"]
+
+ECN_HEADERS = ["profile", "size", "variant", "runs", "ECN set up", "CE marks mean", "CE marks median", "loss mean"]
+ECN_NOTE = ("The short flow's packets that left the bottleneck marked Congestion Experienced (RFC 3168), "
+            "beside those it lost there; \"ECN set up\": the share of runs whose handshake on the wire "
+            "negotiated ECN (a flow without it is dropped where it would be marked).")
 
 CAPTIONS = {
     "cdf": "CDFs over the runs: FCT, fairness ratio (bytes of the short flow ÷ bytes of the long flow while "
-           "the short flow is active), lost packets.",
+           "the short flow is active), lost packets, and CE-marked packets where a queue marked (ECN).",
     "fct_box": "FCT per variant; each point is one run.",
-    "throughput": "Rolling-average throughput of both flows in the median-FCT run of each variant.",
+    "throughput": "Rolling-average throughput of both flows in the median-FCT run of each variant, and (grey, "
+                  "right axis) the largest queueing delay the servers' segments met at the bottleneck in each step, "
+                  "from the captures before and after it.",
     "cwnd": "Both QUIC senders' congestion windows from their qlogs (workload parameter qlog) in the "
             "median-FCT run of each variant, and where each left slow start.",
     "startup": "After the Blitzstart paper's Fig. 1: top, the long flow's first second on the idle link; "
@@ -293,6 +358,7 @@ class CompetingAnalysis(WorkloadAnalysis):
         fairness = [r.metrics["fairness_ratio"] for r in runs if r.metrics.get("fairness_ratio") is not None]
         # inflation is undefined for a run whose short flow sent nothing at the bottleneck capture
         inflation = [r.metrics["short"]["inflation"] for r in runs if r.metrics["short"].get("inflation") is not None]
+        marks = [m for m in map(marked, runs) if m is not None]
         ci = stats.mean_ci(f)
         dips = long_dips(runs)
         use = [r.meta["link_use"] for r in runs
@@ -304,6 +370,10 @@ class CompetingAnalysis(WorkloadAnalysis):
             "retx_mean_pkts": stats.mean([r.metrics["short"]["retx_pkts"] for r in runs]),
             "fairness_median": stats.median(fairness) if fairness else None,
             "loss_median_pkts": stats.median(loss),
+            "marks_mean_pkts": stats.mean(marks) if marks else None,
+            "marks_median_pkts": stats.median(marks) if marks else None,
+            "ecn_ratio": ecn_share(runs),
+            "queue_p99_mean_ms": stats.mean(queue_p99s(runs)) if queue_p99s(runs) else None,
             "inflation_mean": stats.mean(inflation) if inflation else None,
             "long_dip_mean": stats.mean(dips) if dips else None,
             **quickstart.quickstart_figures([r.metrics.get("quickstart") for r in runs]),
@@ -340,6 +410,7 @@ class CompetingAnalysis(WorkloadAnalysis):
             format_packets(row["retx_mean_pkts"]),
             "" if row["fairness_median"] is None else f"{row['fairness_median']:.2f}",
             "" if row["inflation_mean"] is None else f"{row['inflation_mean']:.3f}", dip_text(row),
+            "" if row["queue_p99_mean_ms"] is None else f"{row['queue_p99_mean_ms']:.1f} ms",
             change_text(row, FCT),
             "" if row["anova_fct_p"] is None else f"{row['anova_fct_p']:.3g}",
         ]
@@ -349,7 +420,7 @@ class CompetingAnalysis(WorkloadAnalysis):
         return competing_plots(out, campaign, records, rows, colours)
 
     def sections(self, rows: list[Row]) -> list[Section]:
-        from analysis.report import cell_label
+        from analysis.report import cell_label, format_packets
 
         def share(x: Optional[float]) -> str:
             return "–" if x is None else f"{x:.0%}"
@@ -357,7 +428,14 @@ class CompetingAnalysis(WorkloadAnalysis):
                     share(r["qs_requested_ratio"]), share(r["qs_approval_ratio"]), share(r["qs_failure_ratio"]),
                     "–" if r["qs_bytes_mean"] is None else f"{r['qs_bytes_mean'] / 1000:.1f} KB"]
                    for r in rows if r.get("qs_requested_ratio") is not None]
-        return [Section("Quick-Start", quickstart.QS_HEADERS, qs_rows, quickstart.QS_NOTE)] if qs_rows else []
+        ecn_rows = [[cell_label(r), size_label(r["size_bytes"]), r["variant"], str(r["runs"]),
+                     share(r["ecn_ratio"]), format_packets(r["marks_mean_pkts"]),
+                     format_packets(r["marks_median_pkts"]), format_packets(r["loss_mean_pkts"])]
+                    for r in rows if r.get("ecn_ratio") or r.get("marks_mean_pkts")]
+        out = [Section("Quick-Start", quickstart.QS_HEADERS, qs_rows, quickstart.QS_NOTE)] if qs_rows else []
+        if ecn_rows:
+            out.append(Section("ECN", ECN_HEADERS, ecn_rows, ECN_NOTE))
+        return out
 
 
 def dip_text(row: Row) -> str:

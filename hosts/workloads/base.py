@@ -67,6 +67,7 @@ class Workload(ABC):
     params: dict[str, Param] = {}
     sized: bool = True               # runs take an object size from the scenario's `sizes`
     mixes: bool = False              # can give a variant's `mix` share of its senders, the rest `mix.other`
+    reads_ecn: bool = False          # its analysis reads each flow's ECN handshake and CE marks from the wire
 
     def hosts(self, params: dict) -> HostNeeds:
         """End hosts this workload needs with these parameters."""

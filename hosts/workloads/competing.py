@@ -105,8 +105,10 @@ def link_use(before: dict[str, dict], after: dict[str, dict], t0: float, t1: flo
     sent = sum(after[i]["sent_bytes"] - before[i]["sent_bytes"] for i in after)
     pkts = sum(after[i]["sent_pkts"] - before[i]["sent_pkts"] for i in after)
     drops = sum(after[i]["dropped"] - before[i]["dropped"] for i in after)
+    # An AQM with ECN counts the packets it marked CE instead of dropping them.
+    marks = sum(after[i].get("marked", 0) - before[i].get("marked", 0) for i in after)
     offered_bits = offered_bps(t0, t1) * (t1 - t0)
-    return {"seconds": t1 - t0, "sent_bytes": sent, "sent_pkts": pkts, "dropped_pkts": drops,
+    return {"seconds": t1 - t0, "sent_bytes": sent, "sent_pkts": pkts, "dropped_pkts": drops, "marked_pkts": marks,
             "utilisation": sent * 8 / offered_bits if offered_bits > 0 else None,
             "drop_rate": drops / (pkts + drops) if pkts + drops else 0.0}
 
@@ -114,6 +116,7 @@ def link_use(before: dict[str, dict], after: dict[str, dict], t0: float, t1: flo
 class Competing(Workload):
     name = "competing"
     summary = "one object fetched over HTTP/1.1 while a long bulk flow fills the bottleneck (Blitzstart §4)"
+    reads_ecn = True
     params = {
         "fill_fraction": Param(0.95, "utilisation of the bottleneck that counts as filled", low=0.5, high=1.0),
         "fill_window_rtts": Param(4.0, "… sustained over this many RTTs (at least 0.5 s)", low=1, high=1000),

@@ -508,7 +508,8 @@ impl Bottleneck {
     pub fn depart_until(&mut self, t: i64, out: &mut Vec<(u64, i64)>) {
         loop {
             let departure = self.head_departure.filter(|&d| d <= t);
-            let update = self.pie.next_update.filter(|&u| u <= t && matches!(self.cfg.policy, Policy::Pie(_)));
+            // Set only under PIE (on an arrival), so this is PIE's controller or nothing.
+            let update = self.pie.next_update.filter(|&u| u <= t);
             match (departure, update) {
                 (Some(d), Some(u)) if u < d => self.pie_update(u),
                 (Some(d), _) => self.depart_head(d, out),
