@@ -94,19 +94,23 @@ def bytes_in_window(pk: Packets, conn: int, direction: int, t0: float, t1: float
 
 def segments_missing(
     before: Packets, conn_before: int, dir_before: int,
-    after: Packets, conn_after: int | None, dir_after: int,
+    after: Packets, conn_after: int | None, dir_after: int, ecn_capable: bool = False,
 ) -> int:
-    """Data segments seen at `before` but not at `after` (e.g. dropped by a queue).
+    """Data segments seen at `before` but not at `after` (e.g. dropped by a queue);
+    `ecn_capable`: only those that reached it ECN-capable (ECT or CE), which a marking
+    AQM signals to by a mark, so that it drops them only when its buffer is full.
 
     Segments are matched by (seq, payload length, IP ID) as a multiset: a
     retransmission has a new IP ID, so each transmission is counted on its own.
     """
-    def keys(pk: Packets, conn: int, d: int) -> np.ndarray:
+    def keys(pk: Packets, conn: int, d: int, ecn: bool = False) -> np.ndarray:
         m = flow_mask(pk, conn, d) & (pk["payload"] > 0)
+        if ecn:
+            m &= (pk["tos"] & ECN_FIELD) != 0
         return (pk["seq"][m].astype(np.uint64) << np.uint64(32)) | (
             pk["payload"][m].astype(np.uint64) << np.uint64(16)) | pk["ipid"][m].astype(np.uint64)
 
-    k_in = keys(before, conn_before, dir_before)
+    k_in = keys(before, conn_before, dir_before, ecn_capable)
     if conn_after is None:
         return len(k_in)
     u_in, n_in = np.unique(k_in, return_counts=True)
@@ -431,35 +435,36 @@ def handshake_rtt(pk: Packets, conn: int, direction: int) -> float | None:
     return float(pk["ts"][back][0]) - t0 if back.any() else None
 
 
+def transmission_keys(pk: Packets, m: np.ndarray) -> np.ndarray:
+    """One row per packet selected by `m` that names its transmission: addresses, ports,
+    sequence number, payload length and IP ID (a retransmission has a new IP ID), so that
+    the same transmission seen at two capture points has the same row."""
+    return np.stack([pk["src"][m].astype(np.uint64) << np.uint64(32) | pk["dst"][m].astype(np.uint64),
+                     pk["seq"][m].astype(np.uint64) << np.uint64(32)
+                     | pk["sport"][m].astype(np.uint64) << np.uint64(16) | pk["dport"][m].astype(np.uint64),
+                     pk["payload"][m].astype(np.uint64) << np.uint64(16) | pk["ipid"][m].astype(np.uint64)], axis=1)
+
+
 def transmissions_lost(before: Packets, mask_before: np.ndarray, after: Packets, mask_after: np.ndarray) -> np.ndarray:
     """For each packet of `before` selected by `mask_before` (in order): True if no packet
-    of `after` (among `mask_after`) is the same transmission — same addresses, ports,
-    sequence number, payload length and IP ID (a retransmission has a new IP ID). For many
+    of `after` (among `mask_after`) is the same transmission (transmission_keys). For many
     connections at once, e.g. every data segment that reached a queue against those that
     left it."""
     def rows(pk: Packets, m: np.ndarray) -> np.ndarray:
-        cols = [pk[c][m].astype(np.uint32) for c in ("src", "dst", "seq")]
-        cols.append((pk["sport"][m].astype(np.uint32) << np.uint32(16)) | pk["dport"][m].astype(np.uint32))
-        cols.append((pk["payload"][m].astype(np.uint32) << np.uint32(16)) | pk["ipid"][m].astype(np.uint32))
-        a = np.ascontiguousarray(np.stack(cols, axis=1))
+        a = np.ascontiguousarray(transmission_keys(pk, m))
         return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).ravel()
     return ~np.isin(rows(before, mask_before), rows(after, mask_after))
 
 
 def queue_transits(before: Packets, after: Packets) -> tuple[np.ndarray, np.ndarray]:
     """(time each data segment from a responder reached the queue, s; its transit to the
-    capture after it, s), sorted by the first, for every segment seen at both: the same
-    transmission matched as transmissions_lost matches it (addresses, ports, sequence
-    number, payload length, IP ID). A transit is the segment's sojourn in the queue plus what
+    capture after it, s), sorted by the first, for every segment seen at both as the same
+    transmission (transmission_keys). A transit is the segment's sojourn in the queue plus what
     is constant between the two capture points (its serialisation, any delay there): less the
     run's smallest transit, it is the queueing delay the segment met."""
     def keyed(pk: Packets) -> tuple[np.ndarray, np.ndarray]:
         m = (pk["payload"] > 0) & (pk["dir"] == 1)
-        cols = [pk["src"][m].astype(np.uint64) << np.uint64(32) | pk["dst"][m].astype(np.uint64),
-                pk["seq"][m].astype(np.uint64) << np.uint64(32) | pk["sport"][m].astype(np.uint64) << np.uint64(16)
-                | pk["dport"][m].astype(np.uint64),
-                pk["payload"][m].astype(np.uint64) << np.uint64(16) | pk["ipid"][m].astype(np.uint64)]
-        return np.stack(cols, axis=1), pk["ts"][m]
+        return transmission_keys(pk, m), pk["ts"][m]
     k_in, t_in = keyed(before)
     k_out, t_out = keyed(after)
     keys = np.concatenate([k_in, k_out])

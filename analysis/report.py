@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from analysis import flow_checks, paper_figures, stats
+from analysis import flow_checks, paper_figures, queues, stats
 from analysis.plots import variant_colours
 from analysis.runs import workload_analysis
 from analysis.summary import ordered_variants, split_rows, write_split_summary, write_summary
@@ -61,8 +61,8 @@ def write_report(campaign_dir: Path | str) -> list[Row]:
         tidy = read_json_or_none(root / schema.SUMMARY_JSON) or {}
         plots = paper_figures.plots(root / schema.PLOTS_DIR, record, tidy.get("rows", []), tidy.get("figures", []),
                                     records) + plots
-    sections = analysis.sections(rows) + _host_sections(root, record, records, analysis) + \
-        _flagged_sections(campaign, records)
+    sections = analysis.sections(rows) + queues.sections(record, records, analysis) + \
+        _host_sections(root, record, records, analysis) + _flagged_sections(campaign, records)
     write_atomically(root / schema.REPORT_MD, markdown_report(record, records, rows, plots, sections, analysis, root))
     write_atomically(root / schema.REPORT_HTML, html_report(record, records, rows, plots, sections, analysis, root))
     return rows

@@ -79,7 +79,8 @@ META_FIELDS = {
     "analysis_error": "why the analysis failed (the captures are kept)",
     "reused_from": "the campaign (its path, scenario and hash) this run was taken from by `run --reuse`",
 }
-EXTRA_META = {"link_use": "utilisation and drop rate of the bottleneck over the run",
+EXTRA_META = {"link_use": "utilisation, drops and marks of the bottleneck over the run (competing: over the fetch)",
+              "queue_run": "the bottleneck's drops (those of a full buffer apart) and marks over the whole run",
               "load_shaper": "the token bucket of a load generator"}
 
 # A run's status in meta.json: "captured" once the traffic ran, "done" once analysed.

@@ -81,6 +81,13 @@ class Scenario:
     # of its own named PROFILE+QUEUE (behind_each), so every table and plot has a row per queue.
     shapers: list[Shaper] = field(default_factory=list)
     profile_shapers: dict[str, Shaper] = field(default_factory=dict)
+    base_profiles: dict[str, str] = field(default_factory=dict)     # PROFILE+QUEUE → PROFILE
+
+    def behind(self) -> dict[str, dict[str, str]]:
+        """campaign.json's `behind`: each PROFILE+QUEUE profile's own profile and queue, so
+        that the report compares the queues without reading names (empty: one queue)."""
+        return {name: {"profile": base, "queue": shaper_label(self.profile_shapers[name])}
+                for name, base in self.base_profiles.items()}
 
     def shaper_for(self, profile: LinkProfile) -> Shaper:
         """The shaper of `profile`'s bottleneck: its own (`shapers:`), the file's, else the
@@ -173,7 +180,7 @@ class Scenario:
                 "overrides": self.overrides,
                 "sweep": {"param": self.sweep.param, "values": self.sweep.values} if self.sweep else None,
                 "variant_definitions": {n: v.describe() for n, v in self.variants.items()},
-                "shaper": self.shapers_record(), "ecn": self.ecn,
+                "shaper": self.shapers_record(), "ecn": self.ecn, "behind": self.behind(),
                 "workload_variants": {k: self.variant(v).describe() for k, v in self.workload_params.items()
                                       if self.workload.params[k].kind == "variant"}}
 
@@ -242,19 +249,26 @@ def shaper_label(shaper: Shaper) -> str:
     return "-".join([d["kind"], *([d["policy"]] if d.get("policy") else []), *(["ecn"] if d.get("ecn") else [])])
 
 
-def behind_each(profiles: list[LinkProfile], queues: list[Shaper],
-                sizes: dict[str, list[int]]) -> tuple[list[LinkProfile], dict[str, Shaper], dict[str, list[int]]]:
-    """Every profile behind every queue, named PROFILE+QUEUE, with each one's shaper and the
-    sizes the file gave its profile."""
-    out, shaper_of, sizes_of = [], {}, {}
+@dataclass
+class BehindEach:
+    """Every profile behind every queue: the profiles, named PROFILE+QUEUE, and per name its
+    shaper, the sizes the file gave its profile and that profile's name."""
+    profiles: list[LinkProfile]
+    shapers: dict[str, Shaper]
+    sizes: dict[str, list[int]]
+    bases: dict[str, str]
+
+
+def behind_each(profiles: list[LinkProfile], queues: list[Shaper], sizes: dict[str, list[int]]) -> BehindEach:
+    out = BehindEach([], {}, {}, {})
     for p in profiles:
         for q in queues:
             name = f"{p.name}+{shaper_label(q)}"
-            out.append(replace(p, name=name))
-            shaper_of[name] = q
+            out.profiles.append(replace(p, name=name))
+            out.shapers[name], out.bases[name] = q, p.name
             if p.name in sizes:
-                sizes_of[name] = sizes[p.name]
-    return out, shaper_of, sizes_of
+                out.sizes[name] = sizes[p.name]
+    return out
 
 
 def _shapers(path: Path, top: Fields, profiles: list[LinkProfile]) -> list[Shaper]:
@@ -388,9 +402,9 @@ def load_scenario(path: Path | str) -> Scenario:
     if top.has("shaper") and top.has("shapers"):
         raise top.error("shapers", "give either `shaper:` (one queue) or `shapers:` (a list), not both")
     queues = _shapers(path, top, profiles) if top.has("shapers") else []
-    profile_shapers: dict[str, Shaper] = {}
-    if queues:
-        profiles, profile_shapers, profile_sizes = behind_each(profiles, queues, profile_sizes)
+    placed = behind_each(profiles, queues, profile_sizes) if queues else None
+    if placed:
+        profiles, profile_sizes = placed.profiles, placed.sizes
     baseline = top.text("baseline", next(iter(variants)))
     if baseline not in variants:
         raise top.error("baseline", f"'{baseline}' is not one of the scenario's variants ({', '.join(variants)})")
@@ -403,7 +417,8 @@ def load_scenario(path: Path | str) -> Scenario:
         text_hash=hashlib.sha256(path.read_bytes()).hexdigest(), profile_sizes=profile_sizes,
         sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None,
         shaper=_shaper(top.sub("shaper"), profiles) if top.has("shaper") else None,
-        ecn=_ecn(top, workload), shapers=queues, profile_shapers=profile_shapers)
+        ecn=_ecn(top, workload), shapers=queues, profile_shapers=placed.shapers if placed else {},
+        base_profiles=placed.bases if placed else {})
 
 
 def _ecn(top: Fields, workload: Workload) -> str:
@@ -454,8 +469,10 @@ def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, varia
             chosen.append(known[name])
         sc.overrides["profiles"] = [p.name for p in chosen]
         if sc.shapers:                          # the file's sizes per profile, by its own name
-            file_sizes = {name.split("+", 1)[0]: v for name, v in sc.profile_sizes.items()}
-            chosen, sc.profile_shapers, sc.profile_sizes = behind_each(chosen, sc.shapers, file_sizes)
+            file_sizes = {sc.base_profiles[name]: v for name, v in sc.profile_sizes.items()}
+            placed = behind_each(chosen, sc.shapers, file_sizes)
+            chosen, sc.profile_shapers, sc.profile_sizes, sc.base_profiles = (
+                placed.profiles, placed.shapers, placed.sizes, placed.bases)
         sc.profiles = chosen
     if sizes:
         if not sc.workload.sized:

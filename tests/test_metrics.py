@@ -164,7 +164,8 @@ def test_long_flow_and_fairness(competing: tuple[Run, dict]) -> None:
     run, m = competing
     long = dict(m["long"])
     dip = {k: long.pop(k) for k in ("mbps_before", "mbps_during", "dip")}
-    assert long == {"bytes": run.long_bytes, "retx_pkts": run.long_retx, "lost_pkts": run.long_lost, "ce_pkts": 0}
+    assert long == {"bytes": run.long_bytes, "retx_pkts": run.long_retx, "lost_pkts": run.long_lost, "ce_pkts": 0,
+                    "lost_ect_pkts": 0}
     expected = (in_window(run.short_arrivals, run.syn_ts, run.end_ts)
                 / in_window(run.long_arrivals, run.syn_ts, run.end_ts))
     assert m["fairness_ratio"] == pytest.approx(expected, rel=1e-12)
@@ -239,6 +240,8 @@ def test_ce_marks_and_the_ecn_handshake_are_read_from_the_wire(tmp_path: Path) -
     m = run_metrics(tmp_path, spec(SIZE))
     assert (m["short"]["ce_pkts"], m["short"]["lost_pkts"]) == (3, 1)
     assert (m["long"]["ce_pkts"], m["long"]["lost_pkts"]) == (0, 0)
+    # The lost segment reached the queue ECN-capable (its retransmission went out Not-ECT).
+    assert m["short"]["lost_ect_pkts"] == 1 and m["long"]["lost_ect_pkts"] == 0
     assert m["flows"]["short"]["ecn"] is True and m["flows"]["long"]["ecn"] is False
     declared = {"flows": [{"name": n, "declared_cc": ["cubic"], "observed_cc": ["cubic"], "declared_ecn": True}
                           for n in ("short", "long")]}
@@ -254,6 +257,7 @@ def test_ce_marks_and_the_ecn_handshake_are_read_from_the_wire(tmp_path: Path) -
     run.caps.write(plain)
     m = run_metrics(plain, spec(SIZE))
     assert m["short"]["ce_pkts"] == 0 and m["flows"]["short"]["ecn"] is False
+    assert (m["short"]["lost_pkts"], m["short"]["lost_ect_pkts"]) == (1, 0)
 
 
 def test_the_queueing_delay_is_read_from_the_captures_around_the_queue(tmp_path: Path) -> None:

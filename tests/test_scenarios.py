@@ -158,10 +158,16 @@ def test_shapers_put_each_profile_behind_each_queue_as_a_profile_of_its_own(tmp_
     assert sc.sizes_for("lte+tbf") == [2_000_000] and sc.sizes_for("dsl-fast+tbf") == [70_000]
     assert {r.profile for r in sc.runs()} == set(names) and len(sc.runs()) == 4 * 2 * 2
     assert set(sc.record()["shaper"]) == set(names)
-    # --profiles names the profiles the file would: each is put behind every queue again.
-    sc = apply_overrides(sc, "dsl-slow", None, None, None)
-    assert [p.name for p in sc.profiles] == ["dsl-slow+tbf", "dsl-slow+delayline-codel-ecn"]
+    # campaign.json says which profile and queue each is, for the report's comparison.
+    assert sc.record()["behind"]["lte+delayline-codel-ecn"] == {"profile": "lte", "queue": "delayline-codel-ecn"}
+    # --profiles names the profiles the file would: each is put behind every queue again,
+    # with the sizes the file gave it.
+    sc = apply_overrides(sc, "dsl-slow,lte", None, None, None)
+    assert [p.name for p in sc.profiles] == ["dsl-slow+tbf", "dsl-slow+delayline-codel-ecn", "lte+tbf",
+                                             "lte+delayline-codel-ecn"]
     assert sc.shaper_for(sc.profiles[1]).describe()["ecn"] is True
+    assert sc.sizes_for("lte+delayline-codel-ecn") == [2_000_000]
+    assert set(sc.record()["behind"]) == {p.name for p in sc.profiles}
 
 
 @pytest.mark.parametrize("extra,where", [

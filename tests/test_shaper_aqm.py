@@ -49,6 +49,22 @@ def test_marks_are_read_from_each_qdiscs_own_counters():
     assert marks([{"kind": "fq_codel"}]) == 0
 
 
+def test_drops_of_a_full_buffer_are_told_from_the_control_laws():
+    """Each AQM's own counter of the drops its buffer's limit made (`tc -s -j`'s keys), and a
+    queue's counts between two readings: None where the queue does not tell them apart."""
+    from hosts.workloads.competing import queue_counts
+    from links.shapers.aqm import overflows
+    assert overflows([{"kind": "codel", "drops": 9, "drop_overlimit": 4},
+                      {"kind": "fq_codel", "drop_overlimit": 1, "drop_overmemory": 2},
+                      {"kind": "pie", "overlimit": 3, "dropped": 5}, {"kind": "cake", "drops": 8}]) == 10
+    before = {"down": {"sent_bytes": 100, "sent_pkts": 1, "dropped": 2, "overflowed": 1, "marked": 0}}
+    after = {"down": {"sent_bytes": 400, "sent_pkts": 3, "dropped": 7, "overflowed": 4, "marked": 6}}
+    assert queue_counts(before, after) == {"sent_bytes": 300, "sent_pkts": 2, "dropped_pkts": 5,
+                                           "overflowed_pkts": 3, "marked_pkts": 6}
+    fifo = {"down": {"sent_bytes": 400, "sent_pkts": 3, "dropped": 7}}
+    assert queue_counts({"down": {"sent_bytes": 0, "sent_pkts": 0, "dropped": 0}}, fifo)["overflowed_pkts"] is None
+
+
 @pytest.mark.root
 @pytest.mark.usefixtures("clean_machine")
 def test_a_kernel_without_the_qdisc_refuses_the_run_with_the_reason(tmp_path):

@@ -77,6 +77,7 @@ def _at_bottleneck(client: Capture, conn: int, port: int, bneck_in: Capture, bne
         # What the queue signalled by marking instead of dropping, and whether the flow could
         # take a mark at all (its handshake set up ECN).
         "ce_pkts": flows.ce_marked(bneck_out.packets, k, dk),
+        "lost_ect_pkts": flows.segments_missing(bneck_in.packets, j, dj, bneck_out.packets, k, dk, ecn_capable=True),
         "ecn": flows.ecn_negotiated(bneck_in.packets, j),
         "sent_bytes": flows.sent_bytes(bneck_in.conns, j, dj),
         "sent_unique_bytes": flows.delivered_bytes(bneck_in.conns, j, dj),
@@ -195,6 +196,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         "complete": delivered >= int(spec["short"]["size_bytes"]),
         "lost_pkts": at_b["lost_pkts"],
         "ce_pkts": at_b["ce_pkts"],
+        "lost_ect_pkts": at_b["lost_ect_pkts"],
         "retx_pkts": at_b["retx_pkts"],
         "inflation": at_b["sent_bytes"] / at_b["sent_unique_bytes"] if at_b["sent_unique_bytes"] else None,
         "syn_ts": syn,
@@ -219,6 +221,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         lb = _at_bottleneck(client, lc, long_port, bneck_in, bneck_out, mss)
         long_out = {"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
                     "lost_pkts": lb["lost_pkts"], "ce_pkts": lb["ce_pkts"],
+                    "lost_ect_pkts": lb["lost_ect_pkts"],
                     **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - LEAD_S, syn) * 8 / LEAD_S,
                           flows.bytes_in_window(client.packets, lc, ld, syn, end) * 8 / max(end - syn, 1e-9))}
         first_flights["long"] = lb["first_flight"]
@@ -359,6 +362,7 @@ class CompetingAnalysis(WorkloadAnalysis):
         # inflation is undefined for a run whose short flow sent nothing at the bottleneck capture
         inflation = [r.metrics["short"]["inflation"] for r in runs if r.metrics["short"].get("inflation") is not None]
         marks = [m for m in map(marked, runs) if m is not None]
+        queue_p99 = queue_p99s(runs)
         ci = stats.mean_ci(f)
         dips = long_dips(runs)
         use = [r.meta["link_use"] for r in runs
@@ -373,7 +377,7 @@ class CompetingAnalysis(WorkloadAnalysis):
             "marks_mean_pkts": stats.mean(marks) if marks else None,
             "marks_median_pkts": stats.median(marks) if marks else None,
             "ecn_ratio": ecn_share(runs),
-            "queue_p99_mean_ms": stats.mean(queue_p99s(runs)) if queue_p99s(runs) else None,
+            "queue_p99_mean_ms": stats.mean(queue_p99) if queue_p99 else None,
             "inflation_mean": stats.mean(inflation) if inflation else None,
             "long_dip_mean": stats.mean(dips) if dips else None,
             **quickstart.quickstart_figures([r.metrics.get("quickstart") for r in runs]),

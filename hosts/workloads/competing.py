@@ -97,19 +97,27 @@ def load_shaper(node, intf: str, prof, load: float) -> TbfSettings:
                        limit_bytes=max(4 * burst, int(rate * prof.rtt_s / 8)), buffer_packets=0)
 
 
+def queue_counts(before: dict[str, dict], after: dict[str, dict]) -> dict:
+    """What the downstream queue did between two readings: packets sent, dropped, dropped
+    because its buffer was full (None where the queue does not count them apart: an AQM's
+    other drops are its control law's) and marked CE (an AQM with ECN, instead of a drop)."""
+    def diff(key: str) -> int:
+        return sum(after[i].get(key, 0) - before[i].get(key, 0) for i in after)
+    apart = all("overflowed" in after[i] for i in after)
+    return {"sent_bytes": diff("sent_bytes"), "sent_pkts": diff("sent_pkts"), "dropped_pkts": diff("dropped"),
+            "overflowed_pkts": diff("overflowed") if apart else None, "marked_pkts": diff("marked")}
+
+
 def link_use(before: dict[str, dict], after: dict[str, dict], t0: float, t1: float,
              offered_bps: Callable[[float, float], float]) -> dict:
-    """Utilisation (bits the downstream queue sent ÷ the bits the link offered from `t0` to
-    `t1`, offered_rate's) and drop rate (packets it dropped ÷ packets that arrived at it)
-    between two readings taken then."""
-    sent = sum(after[i]["sent_bytes"] - before[i]["sent_bytes"] for i in after)
-    pkts = sum(after[i]["sent_pkts"] - before[i]["sent_pkts"] for i in after)
-    drops = sum(after[i]["dropped"] - before[i]["dropped"] for i in after)
-    # An AQM with ECN counts the packets it marked CE instead of dropping them.
-    marks = sum(after[i].get("marked", 0) - before[i].get("marked", 0) for i in after)
+    """The queue's counts (queue_counts), utilisation (bits it sent ÷ the bits the link
+    offered from `t0` to `t1`, offered_rate's) and drop rate (packets it dropped ÷ packets
+    that arrived at it) between two readings taken then."""
+    counts = queue_counts(before, after)
+    pkts, drops = counts["sent_pkts"], counts["dropped_pkts"]
     offered_bits = offered_bps(t0, t1) * (t1 - t0)
-    return {"seconds": t1 - t0, "sent_bytes": sent, "sent_pkts": pkts, "dropped_pkts": drops, "marked_pkts": marks,
-            "utilisation": sent * 8 / offered_bits if offered_bits > 0 else None,
+    return {"seconds": t1 - t0, **counts,
+            "utilisation": counts["sent_bytes"] * 8 / offered_bits if offered_bits > 0 else None,
             "drop_rate": drops / (pkts + drops) if pkts + drops else 0.0}
 
 
@@ -193,6 +201,7 @@ class Competing(Workload):
                          paced_by="the offered load's token bucket on its server" if shaper else "",
                          report=apps.report("long"))
         session.ready()
+        run_before = session.queue_counters("down")
 
         if params["prior_bytes"]:
             t0 = time.monotonic()
@@ -225,7 +234,8 @@ class Competing(Workload):
         app = apps.fetch(session, client, url_path, size_bytes, transfer_timeout)
         t["traffic_short_s"] = time.monotonic() - t2
         time.sleep(max(0.2, params["tail_rtts"] * prof.rtt_s))
-        use = link_use(queue_before, session.queue_counters("down"), t2, time.monotonic(), offered)
+        queue_after = session.queue_counters("down")
+        use = link_use(queue_before, queue_after, t2, time.monotonic(), offered)
         spec = competing_spec(apps, size_bytes, long_flow, prof.rtt_s, prof.rate_bps("down"))
         if params["prior_bytes"]:
             # The analysis takes the short flow's connection that began after this moment.
@@ -233,7 +243,8 @@ class Competing(Workload):
         return WorkloadResult(
             spec=spec,
             app=app,
-            extra={"link_use": use, "load_shaper": shaper.as_dict() if shaper else None})
+            extra={"link_use": use, "queue_run": queue_counts(run_before, queue_after),
+                   "load_shaper": shaper.as_dict() if shaper else None})
 
 
 def is_quic(variant: Variant) -> bool:

@@ -42,6 +42,17 @@ def marks(qdiscs: list[dict]) -> int:
     return total
 
 
+# Per qdisc: its counters of packets dropped because its buffer was full (`tc -s -j`), not
+# by its control law. CAKE does not count them apart.
+OVERFLOW_COUNTERS = {"codel": ("drop_overlimit",), "fq_codel": ("drop_overlimit", "drop_overmemory"),
+                     "pie": ("overlimit",)}
+
+
+def overflows(qdiscs: list[dict]) -> int:
+    """Packets the AQMs among `qdiscs` dropped because their buffer was full."""
+    return sum(int(q.get(key, 0) or 0) for q in qdiscs for key in OVERFLOW_COUNTERS.get(q.get("kind"), ()))
+
+
 class KernelAqm(Tbf):
     """tbf at the profile's rate with the kernel's `qdisc` as its queue."""
     qdisc = ""
@@ -99,10 +110,13 @@ class KernelAqm(Tbf):
                      before=queue.before, after=queue.after)
 
     def counters(self, net, queue: Queue) -> dict[str, int]:
-        """tbf's counters (its drops include the AQM's) and the AQM's ECN marks."""
+        """tbf's counters (its drops include the AQM's), the AQM's ECN marks and, where it
+        counts them apart, its drops of a full buffer (the rest are its control law's)."""
         base = super().counters(net, queue)
         shown = json.loads(net.host(queue.node).cmd(f"tc -s -j qdisc show dev {queue.intf}") or "[]")
-        return {**base, "marked": marks([q for q in shown if q.get("kind") == self.qdisc])}
+        aqm = [q for q in shown if q.get("kind") == self.qdisc]
+        overflowed = {"overflowed": overflows(aqm)} if self.qdisc in OVERFLOW_COUNTERS else {}
+        return {**base, "marked": marks(aqm), **overflowed}
 
     def set_rate(self, net, queue: Queue, rate_bps: float, burst_bytes: int, buffer_pkts: int) -> None:
         raise UserError(f"the {self.name} shaper does not change its rate during a run (tbf and htb do)")
