@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.packets import Connections, Datagrams, Packets
+from analysis.packets import ACK, CWR, ECE, PACKET_COLUMNS, Connections, Datagrams, Packets, synacks, syns
 
 
 def by_server_port(conns: Connections, port: int) -> np.ndarray:
@@ -100,23 +100,15 @@ def segments_missing(
     `ecn_capable`: only those that reached it ECN-capable (ECT or CE), which a marking
     AQM signals to by a mark, so that it drops them only when its buffer is full.
 
-    Segments are matched by (seq, payload length, IP ID) as a multiset: a
-    retransmission has a new IP ID, so each transmission is counted on its own.
+    Each transmission counts on its own (transmission_keys: a retransmission has a new IP ID).
     """
-    def keys(pk: Packets, conn: int, d: int, ecn: bool = False) -> np.ndarray:
-        m = flow_mask(pk, conn, d) & (pk["payload"] > 0)
-        if ecn:
-            m &= (pk["tos"] & ECN_FIELD) != 0
-        return (pk["seq"][m].astype(np.uint64) << np.uint64(32)) | (
-            pk["payload"][m].astype(np.uint64) << np.uint64(16)) | pk["ipid"][m].astype(np.uint64)
-
-    k_in = keys(before, conn_before, dir_before, ecn_capable)
+    m_in = flow_mask(before, conn_before, dir_before) & (before["payload"] > 0)
+    if ecn_capable:
+        m_in &= (before["tos"] & ECN_FIELD) != 0
     if conn_after is None:
-        return len(k_in)
-    u_in, n_in = np.unique(k_in, return_counts=True)
-    u_out, n_out = np.unique(keys(after, conn_after, dir_after), return_counts=True)
-    _, i_in, i_out = np.intersect1d(u_in, u_out, assume_unique=True, return_indices=True)
-    return int(n_in.sum() - np.minimum(n_in[i_in], n_out[i_out]).sum())
+        return int(m_in.sum())
+    m_out = flow_mask(after, conn_after, dir_after) & (after["payload"] > 0)
+    return int(transmissions_lost(before, m_in, after, m_out).sum())
 
 
 # One direction of a UDP conversation: (src, dst, sport, dport), addresses as integers.
@@ -191,10 +183,7 @@ def flow_rolling_mbps(pk: Packets, conn: int | None, direction: int, window_s: f
 
 def subset(pk: Packets, mask: np.ndarray) -> dict[str, np.ndarray]:
     """The packets of `pk` selected by `mask`, as something the functions here accept."""
-    return {name: pk[name][mask] for name in ("conn", "dir", "payload", "seq", "ipid")}
-
-
-ACK_FLAG = 0x10
+    return {name: pk[name][mask] for name in PACKET_COLUMNS if name in pk}
 
 
 def segments_of(payload: np.ndarray, mss: int) -> int:
@@ -251,7 +240,7 @@ def max_in_flight(pk: Packets, conn: int, direction: int) -> int:
     """Most bytes of one direction sent and not yet acknowledged, read where both the data
     and the returning ACKs pass (next to the sender): what bounded the sender's window."""
     data = flow_mask(pk, conn, direction) & (pk["payload"] > 0)
-    acks = flow_mask(pk, conn, 1 - direction) & ((pk["flags"] & ACK_FLAG) != 0)
+    acks = flow_mask(pk, conn, 1 - direction) & ((pk["flags"] & ACK) != 0)
     if not data.any() or not acks.any():
         return 0
     base = int(pk["seq"][data][0])
@@ -293,7 +282,7 @@ def first_flight_mask(pk: Packets, conn: int, direction: int, after: float = flo
     if not data.any():
         return data
     first_seq = int(pk["seq"][data][0])
-    back = (pk["conn"] == conn) & (pk["dir"] != direction) & ((pk["flags"] & ACK_FLAG) != 0)
+    back = (pk["conn"] == conn) & (pk["dir"] != direction) & ((pk["flags"] & ACK) != 0)
     advance = (pk["ack"].astype(np.int64) - first_seq) % (1 << 32)
     acks = back & (advance > 0) & (advance < (1 << 31))
     t_ack = float(ts[acks][0]) if acks.any() else float("inf")
@@ -301,7 +290,6 @@ def first_flight_mask(pk: Packets, conn: int, direction: int, after: float = flo
 
 
 # TCP's ECN flags (RFC 3168 §6.1.1) and the IP header's ECN field (two low bits of TOS).
-ECE, CWR = 0x40, 0x80
 ECN_FIELD, CE = 0x03, 0x03
 
 
@@ -310,8 +298,8 @@ def ecn_negotiated(pk: Packets, conn: int) -> bool:
     CWR, the responder's SYN-ACK ECE without CWR."""
     m = pk["conn"] == conn
     flags = pk["flags"]
-    syn = m & ((flags & 0x12) == 0x02) & (pk["dir"] == 0)
-    synack = m & ((flags & 0x12) == 0x12) & (pk["dir"] == 1)
+    syn = m & syns(flags) & (pk["dir"] == 0)
+    synack = m & synacks(flags) & (pk["dir"] == 1)
     return bool((syn & ((flags & (ECE | CWR)) == (ECE | CWR))).any()
                 and (synack & ((flags & (ECE | CWR)) == ECE)).any())
 
@@ -329,8 +317,8 @@ def handshake_retransmitted(pk: Packets, conn: int) -> bool:
     A sender whose handshake was retransmitted starts from one segment (RFC 5681 §3.1,
     Linux's tcp_init_transfer), whatever its initial window."""
     m = pk["conn"] == conn
-    syn = (pk["flags"] & 0x12) == 0x02
-    synack = (pk["flags"] & 0x12) == 0x12
+    syn = syns(pk["flags"])
+    synack = synacks(pk["flags"])
     return bool((m & syn).sum() > 1 or (m & synack).sum() > 1)
 
 
@@ -365,7 +353,7 @@ def first_ack_times(pk, n_conns: int) -> np.ndarray:
     uniq, at = np.unique(pk["conn"][data], return_index=True)
     first_seq[uniq] = pk["seq"][data][at]
     first_ts[uniq] = pk["ts"][data][at]
-    back = (pk["dir"] == 0) & ((pk["flags"] & ACK_FLAG) != 0)
+    back = (pk["dir"] == 0) & ((pk["flags"] & ACK) != 0)
     c = pk["conn"][back]
     adv = (pk["ack"][back].astype(np.int64) - first_seq[c]) % (1 << 32)
     acking = (first_seq[c] >= 0) & (adv > 0) & (adv < (1 << 31)) & (pk["ts"][back] > first_ts[c])
@@ -377,10 +365,10 @@ def first_ack_times(pk, n_conns: int) -> np.ndarray:
 def handshake_rtts(pk, n_conns: int) -> np.ndarray:
     """Per connection: the responder's SYN-ACK to the initiator's next ACK, as seen at this
     capture (handshake_rtt for all at once); inf where not seen."""
-    synack = (pk["dir"] == 1) & ((pk["flags"] & 0x12) == 0x12)
+    synack = (pk["dir"] == 1) & synacks(pk["flags"])
     t_sa = np.full(n_conns, np.inf)
     np.minimum.at(t_sa, pk["conn"][synack], pk["ts"][synack])
-    back = (pk["dir"] == 0) & ((pk["flags"] & ACK_FLAG) != 0)
+    back = (pk["dir"] == 0) & ((pk["flags"] & ACK) != 0)
     c = pk["conn"][back]
     after = pk["ts"][back] > t_sa[c]
     t_ack = np.full(n_conns, np.inf)
@@ -403,8 +391,8 @@ def flight_disturbances(pk: Packets, data: np.ndarray, lost: np.ndarray, n_conns
     t_ack = first_ack_times(pk, n_conns)
     new = pk["retx"][data] == 0
     flight = (pk["ts"][data] < t_ack[conn]) & new
-    syn = (pk["flags"] & 0x12) == 0x02
-    synack = (pk["flags"] & 0x12) == 0x12
+    syn = syns(pk["flags"])
+    synack = synacks(pk["flags"])
     resent = (np.bincount(pk["conn"][syn], minlength=n_conns) > 1) | (np.bincount(pk["conn"][synack],
                                                                                  minlength=n_conns) > 1)
     dropped = np.bincount(conn[flight & lost], minlength=n_conns) > 0
@@ -427,11 +415,11 @@ def handshake_rtt(pk: Packets, conn: int, direction: int) -> float | None:
     """The RTT the sender of `direction` (the responder) measured on the handshake, read next
     to it: its SYN-ACK to the initiator's first ACK after it; None if not seen."""
     m = pk["conn"] == conn
-    synack = m & (pk["dir"] == direction) & ((pk["flags"] & 0x12) == 0x12)
+    synack = m & (pk["dir"] == direction) & synacks(pk["flags"])
     if not synack.any():
         return None
     t0 = float(pk["ts"][synack][0])
-    back = m & (pk["dir"] != direction) & ((pk["flags"] & ACK_FLAG) != 0) & (pk["ts"] > t0)
+    back = m & (pk["dir"] != direction) & ((pk["flags"] & ACK) != 0) & (pk["ts"] > t0)
     return float(pk["ts"][back][0]) - t0 if back.any() else None
 
 

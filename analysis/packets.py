@@ -34,7 +34,18 @@ DATAGRAM_COLUMNS = ("ts", "src", "dst", "sport", "dport", "ulen", "tos", "qlong"
 CONN_COLUMNS = ("src", "dst", "sport", "dport", "first_ts", "last_ts", "syn_ts")
 CONN_DIR_COLUMNS = ("pkts", "data_pkts", "total_bytes", "unique_bytes", "retx_pkts")
 
-FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+FIN, SYN, RST, PSH, ACK, ECE, CWR = 0x01, 0x02, 0x04, 0x08, 0x10, 0x40, 0x80
+SYN_ACK = SYN | ACK
+
+
+def syns(flags):
+    """Which packets (a flags column, or one packet's flags) open a connection: SYN without ACK."""
+    return (flags & SYN_ACK) == SYN
+
+
+def synacks(flags):
+    """Which packets answer the opening: SYN with ACK."""
+    return (flags & SYN_ACK) == SYN_ACK
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,9 @@ class Packets:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
 
     def __len__(self) -> int:
         return len(self.columns["ts"])

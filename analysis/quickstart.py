@@ -11,7 +11,7 @@ from typing import Any, Optional
 import numpy as np
 
 from analysis import flows, stats
-from analysis.packets import Capture
+from analysis.packets import SYN, Capture, synacks
 from wire.pcap import tcp_packets as segments
 from wire.quickstart import QsRequest, QsResponse, SentRequest, code_to_bps, find_request, find_response, \
     ttl_diff, validate_response
@@ -34,10 +34,10 @@ def handshake_options(pcap_path, server_port: int, max_records: int = 5000) -> H
     synack = None
     for seg in itertools.islice(segments(pcap_path), max_records):
         if synack is None:
-            if seg.sport == server_port and seg.flags & 0x12 == 0x12:
+            if seg.sport == server_port and synacks(seg.flags):
                 synack = (seg.ttl, find_request(seg.ip_options), seg.dport)
             continue
-        if seg.dport == server_port and seg.sport == synack[2] and not seg.flags & 0x02:
+        if seg.dport == server_port and seg.sport == synack[2] and not seg.flags & SYN:
             return HandshakeOptions(synack[0], synack[1], find_response(seg.tcp_options))
     return None
 

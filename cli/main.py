@@ -420,9 +420,16 @@ def _run_slurm_task(args, sc, out: Path, only: set[str]) -> int:
         path, stats = run_campaign_virtual(args, sc, out, only=only, files_dest=out / SLURM_DIR / f"task-{args.task}")
     else:
         from machine.capabilities import require_root
+        from machine.cleanup import clean
         from scenarios.hostcheck import check_host
         from scenarios.runner import run_campaign
         require_root()
+        # A task killed outright (its node failed, or it outlived KillWait) could not tear down:
+        # what it left on this node goes first (only what no live process of ours holds).
+        left = clean()
+        if left:
+            print("startlab: removed what an earlier startlab process left on this node:\n  " + "\n  ".join(left),
+                  file=sys.stderr)
         # This node's timing goes into its runs only: the campaign's host.json is the submitter's.
         campaign, stats = run_campaign(sc, out, args.delay_backend, only,
                                        host_rec=check_host(sc.profiles, args.unfit_host), shared=True)

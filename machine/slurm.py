@@ -261,11 +261,45 @@ class LocalCluster:
         log.close()
         self.instance.add_process(proc.pid, f"Slurm {name}")
 
+    def node_state(self) -> tuple[str, str]:
+        """The node's state as sinfo abbreviates it (idle, alloc, down, drain, …) and the
+        reason it was set down or drained ("none" otherwise)."""
+        state, _, reason = self.client.run("sinfo", "-h", "-n", self.node, "-o", "%t|%E").strip().partition("|")
+        return state, reason
+
     def _node_up(self) -> bool:
         try:
-            return self.client.run("sinfo", "-h", "-n", self.node, "-o", "%t").strip() in ("idle", "mix", "alloc")
+            return self.node_state()[0] in ("idle", "mix", "alloc")
         except UserError:
             return False
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until the node runs nothing and accepts work: no job of an earlier submission
+        still completing on it, not down, not drained."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if self.node_state()[0] == "idle" and not self.client.run("squeue", "-h", "-o", "%i").strip():
+                    return True
+            except UserError:
+                pass
+            time.sleep(1.0)
+        return False
+
+    def diagnosis(self, lines: int = 25) -> str:
+        """What an operator would look at when the cluster does not do what was asked: the
+        node's state and reason, the queue, and the daemons' last log lines."""
+        try:
+            state, reason = self.node_state()
+            queue = self.client.run("squeue", "-h", "-r", "--states=all", "-o", "%i %T %R").strip() or "empty"
+        except UserError as exc:
+            state, reason, queue = "unknown", str(exc), "unknown"
+        logs = []
+        for name in ("slurmctld", "slurmd"):
+            path = self.dir / f"{name}.log"
+            tail = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else ["(no log)"]
+            logs.append(f"--- {name}.log, last {len(tail)} lines\n" + "\n".join(tail))
+        return f"node {self.node}: {state} ({reason}); queue: {queue}\n" + "\n".join(logs)
 
     def _wait(self, ready, what: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -80,19 +80,18 @@ class Scenario:
     # The queues a campaign compares (`shapers:`): each profile runs behind each, as a profile
     # of its own named PROFILE+QUEUE (behind_each), so every table and plot has a row per queue.
     shapers: list[Shaper] = field(default_factory=list)
-    profile_shapers: dict[str, Shaper] = field(default_factory=dict)
-    base_profiles: dict[str, str] = field(default_factory=dict)     # PROFILE+QUEUE → PROFILE
+    placed: dict[str, Placed] = field(default_factory=dict)       # PROFILE+QUEUE → its profile and queue
 
     def behind(self) -> dict[str, dict[str, str]]:
         """campaign.json's `behind`: each PROFILE+QUEUE profile's own profile and queue, so
         that the report compares the queues without reading names (empty: one queue)."""
-        return {name: {"profile": base, "queue": shaper_label(self.profile_shapers[name])}
-                for name, base in self.base_profiles.items()}
+        return {name: {"profile": p.base, "queue": shaper_label(p.shaper)} for name, p in self.placed.items()}
 
     def shaper_for(self, profile: LinkProfile) -> Shaper:
         """The shaper of `profile`'s bottleneck: its own (`shapers:`), the file's, else the
         profile's default."""
-        return self.profile_shapers.get(profile.name) or self.shaper or shapers.default_for([profile])
+        placed = self.placed.get(profile.name)
+        return placed.shaper if placed else self.shaper or shapers.default_for([profile])
 
     def shapers_record(self) -> dict:
         """campaign.json's `shaper`: one description where every profile has the same
@@ -249,23 +248,29 @@ def shaper_label(shaper: Shaper) -> str:
     return "-".join([d["kind"], *([d["policy"]] if d.get("policy") else []), *(["ecn"] if d.get("ecn") else [])])
 
 
+@dataclass(frozen=True)
+class Placed:
+    """What a PROFILE+QUEUE profile is: its own profile's name and the queue it is behind."""
+    base: str
+    shaper: Shaper
+
+
 @dataclass
 class BehindEach:
-    """Every profile behind every queue: the profiles, named PROFILE+QUEUE, and per name its
-    shaper, the sizes the file gave its profile and that profile's name."""
+    """Every profile behind every queue: the profiles, named PROFILE+QUEUE, and per name the
+    sizes the file gave its profile and what it is (Placed)."""
     profiles: list[LinkProfile]
-    shapers: dict[str, Shaper]
     sizes: dict[str, list[int]]
-    bases: dict[str, str]
+    placed: dict[str, Placed]
 
 
 def behind_each(profiles: list[LinkProfile], queues: list[Shaper], sizes: dict[str, list[int]]) -> BehindEach:
-    out = BehindEach([], {}, {}, {})
+    out = BehindEach([], {}, {})
     for p in profiles:
         for q in queues:
             name = f"{p.name}+{shaper_label(q)}"
             out.profiles.append(replace(p, name=name))
-            out.shapers[name], out.bases[name] = q, p.name
+            out.placed[name] = Placed(p.name, q)
             if p.name in sizes:
                 out.sizes[name] = sizes[p.name]
     return out
@@ -417,8 +422,7 @@ def load_scenario(path: Path | str) -> Scenario:
         text_hash=hashlib.sha256(path.read_bytes()).hexdigest(), profile_sizes=profile_sizes,
         sweep=_sweep(top.sub("sweep"), workload) if top.has("sweep") else None,
         shaper=_shaper(top.sub("shaper"), profiles) if top.has("shaper") else None,
-        ecn=_ecn(top, workload), shapers=queues, profile_shapers=placed.shapers if placed else {},
-        base_profiles=placed.bases if placed else {})
+        ecn=_ecn(top, workload), shapers=queues, placed=placed.placed if placed else {})
 
 
 def _ecn(top: Fields, workload: Workload) -> str:
@@ -469,10 +473,9 @@ def apply_overrides(sc: Scenario, profiles: str | None, sizes: str | None, varia
             chosen.append(known[name])
         sc.overrides["profiles"] = [p.name for p in chosen]
         if sc.shapers:                          # the file's sizes per profile, by its own name
-            file_sizes = {sc.base_profiles[name]: v for name, v in sc.profile_sizes.items()}
+            file_sizes = {sc.placed[name].base: v for name, v in sc.profile_sizes.items()}
             placed = behind_each(chosen, sc.shapers, file_sizes)
-            chosen, sc.profile_shapers, sc.profile_sizes, sc.base_profiles = (
-                placed.profiles, placed.shapers, placed.sizes, placed.bases)
+            chosen, sc.profile_sizes, sc.placed = placed.profiles, placed.sizes, placed.placed
         sc.profiles = chosen
     if sizes:
         if not sc.workload.sized:

@@ -92,6 +92,25 @@ def _wait_for_network(timeout_s: float = 30) -> None:
     raise AssertionError("the network never came up")
 
 
+@pytest.mark.parametrize("command", ["sleep 600", "trap '' INT; sleep 600"])
+def test_teardown_ends_a_command_a_signal_cut_short(tmp_path, caplog, command):
+    """A signal that ends a run can arrive while a node runs a command (Ctrl-C, or a scheduler
+    cancelling a task): the teardown brings the node's shell back to its prompt, so every
+    step of it still runs there and Mininet's own stop completes, in seconds. ^C ends the
+    command, or, where it ignores SIGINT (a command started from a shell's background job
+    inherits that), the teardown kills it."""
+    t0 = time.monotonic()
+    with Network(small(20), tmp_path) as net:
+        node = net.host(net.names.client(1))
+        node.sendCmd(command)                # what an interrupted node.cmd leaves: a node still waiting
+        assert node.waiting
+        shell = node.shell
+    assert shell.poll() is not None
+    assert not [r.getMessage() for r in caplog.records if r.name == "startlab.network"]
+    # Not a timing check: the command would hold the teardown 600 s.
+    assert time.monotonic() - t0 < 300
+
+
 def test_sigterm_tears_everything_down(tmp_path):
     proc = _start_detached(["fidelity", "js-dumbbell"], tmp_path)
     _wait_for_network()

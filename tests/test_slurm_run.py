@@ -7,6 +7,7 @@ killed task resubmitted by the same command, Ctrl-C. Their timing is not asserte
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT  # noqa: E402
-from leftovers import assert_nothing_left, our_processes  # noqa: E402
-from machine.slurm import LocalCluster, cluster_processes
+from leftovers import assert_nothing_left, leftovers, our_processes  # noqa: E402
+from machine.errors import UserError
+from machine.slurm import KILL_WAIT_S, LocalCluster, cluster_processes
 
 pytestmark = [pytest.mark.root]
 SMOKE = (ROOT / "scenarios" / "smoke.yaml").read_text()
@@ -33,6 +35,13 @@ def cluster():
     with LocalCluster() as c:
         yield c
     assert_nothing_left()
+
+
+@pytest.fixture(autouse=True)
+def idle_node(cluster):
+    """Each test starts on an idle node, or says why it could not (an earlier test's task still
+    completing, the node down or drained), rather than timing out on a queue that never moves."""
+    assert cluster.wait_idle(KILL_WAIT_S + 30), f"the node is not idle:\n{cluster.diagnosis()}"
 
 
 def scenario(tmp_path: Path, reps: int) -> Path:
@@ -53,12 +62,32 @@ def env(cluster) -> dict:
     return {**os.environ, "STARTLAB_NO_REEXEC": "1", "SLURM_CONF": str(cluster.conf)}
 
 
-def submitter(cluster, argv: list[str]) -> subprocess.Popen:
+@contextlib.contextmanager
+def submitted(cluster, argv: list[str]):
     """The submitting command as a terminal's foreground process: with SIGINT at its default,
     whatever this test inherited (a shell's background job ignores SIGINT, and so would the
-    command, which is how Ctrl-C should not reach it there)."""
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(cluster),
+    command, which is how Ctrl-C should not reach it there). Whatever the test asserts, the
+    command is gone afterwards: Ctrl-C (it cancels its array), then SIGKILL."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(cluster),
                             cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=KILL_WAIT_S + 60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+def finish(cluster, proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
+    """The command's output once it has ended, or the cluster's state if it did not."""
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the command did not end in {timeout_s:.0f} s:\n{cluster.diagnosis()}") from None
 
 
 def metas(out: Path) -> dict[str, dict]:
@@ -76,14 +105,26 @@ def job_of(out: Path, timeout_s: float = 60) -> str:
     raise AssertionError("no job submitted")
 
 
-def wait_for(what, timeout_s: float, why: str):
+def wait_for(cluster, what, timeout_s: float, why: str):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         got = what()
         if got:
             return got
         time.sleep(0.5)
-    raise AssertionError(f"timed out: {why}")
+    raise AssertionError(f"timed out: {why}\n{cluster.diagnosis()}")
+
+
+def return_to_service(cluster) -> None:
+    """The operator's part once a failed node is mended: resume it if it is still down.
+    ReturnToService=2 returns it as soon as its slurmd answers the controller, which is
+    usually its reply to the kill of the failed task; if that reply came first, the next
+    answer is to the controller's ping, 100 s later."""
+    try:
+        if cluster.node_state()[0].startswith("down"):
+            cluster.set_node("resume")
+    except UserError:
+        pass                             # returned between the reading and the update
 
 
 def test_an_array_of_batches_runs_every_run_once_into_one_campaign(cluster, tmp_path):
@@ -111,24 +152,19 @@ def test_an_array_of_batches_runs_every_run_once_into_one_campaign(cluster, tmp_
 
 def test_a_node_failure_requeues_the_task_which_runs_only_what_it_had_not_finished(cluster, tmp_path):
     out = tmp_path / "c"
-    proc = submitter(cluster, command(cluster, scenario(tmp_path, 3), out, batch=3))
-    try:
+    with submitted(cluster, command(cluster, scenario(tmp_path, 3), out, batch=3)) as proc:
         job = job_of(out)
         first = (out / "slurm" / "task-0.runs").read_text().split()
-        wait_for(lambda: any(r in metas(out) for r in first), 120, "task 0 finished a run")
+        wait_for(cluster, lambda: any(r in metas(out) for r in first), 120, "task 0 finished a run")
         before = {r: m["finished"] for r, m in metas(out).items()}
         cluster.set_node("down", "test-node-failure")
-        tasks = wait_for(lambda: [t for t in cluster.client.tasks(job) if t.index == 0 and t.state == "PENDING"],
-                         60, "task 0 requeued")
-        assert tasks
+        wait_for(cluster, lambda: [t for t in cluster.client.tasks(job) if t.index == 0 and t.state == "PENDING"],
+                 60, "task 0 requeued")
+        return_to_service(cluster)
         # Slurm holds a requeued batch task about two minutes (its BeginTime); an operator
         # may start it at once, as here.
         cluster.client.run("scontrol", "update", f"jobid={job}_0", "starttime=now")
-        stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=200)
+        stdout, stderr = finish(cluster, proc, 300)
     assert proc.returncode == 0, stderr[-3000:]
     runs = metas(out)
     assert len(runs) == 6 and all(m["status"] == "done" for m in runs.values())
@@ -139,20 +175,37 @@ def test_a_node_failure_requeues_the_task_which_runs_only_what_it_had_not_finish
     assert not list(out.glob("*.partial"))
 
 
+def test_a_task_first_removes_what_a_killed_run_left_on_its_node(cluster, tmp_path):
+    """A task killed outright (its node failed, or it outlived KillWait) cannot tear down; the
+    next real-clock task on that node removes what it left (what no live process of ours holds)
+    before its own runs."""
+    killed = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "fidelity", "js-dumbbell"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "STARTLAB_NO_REEXEC": "1"})
+    try:
+        wait_for(cluster, lambda: leftovers()["links"], 60, "the network of the run to be killed")
+    finally:
+        killed.kill()
+        killed.wait()
+    prefixes = {name[:5] for name in leftovers()["links"]}
+    assert prefixes
+    out = tmp_path / "c"
+    res = subprocess.run(command(cluster, scenario(tmp_path, 1), out, batch=2), capture_output=True, text=True,
+                         env=env(cluster), timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "removed what an earlier startlab process left on this node" in (out / "slurm" / "task-0.log").read_text()
+    assert not {name[:5] for name in leftovers()["links"]} & prefixes
+
+
 def test_a_cancelled_task_is_submitted_again_by_the_same_command(cluster, tmp_path):
     out = tmp_path / "c"
     argv = command(cluster, scenario(tmp_path, 3), out, batch=3)
-    proc = submitter(cluster, argv)
-    try:
+    with submitted(cluster, argv) as proc:
         job = job_of(out)
         first = (out / "slurm" / "task-0.runs").read_text().split()
-        wait_for(lambda: any(r in metas(out) for r in first), 120, "task 0 finished a run")
+        wait_for(cluster, lambda: any(r in metas(out) for r in first), 120, "task 0 finished a run")
         cluster.client.run("scancel", f"{job}_0")
-        stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=200)
+        stdout, stderr = finish(cluster, proc, 300)
     assert proc.returncode == 1 and "the same command submits them again" in stderr, stderr[-3000:]
     unfinished = json.loads(stdout)["run_stats"]["unfinished"]
     assert unfinished and set(unfinished) <= set(first)
@@ -167,12 +220,12 @@ def test_a_cancelled_task_is_submitted_again_by_the_same_command(cluster, tmp_pa
 
 def test_ctrl_c_cancels_the_array_and_leaves_nothing_running(cluster, tmp_path):
     out = tmp_path / "c"
-    proc = submitter(cluster, command(cluster, scenario(tmp_path, 3), out, batch=3))
-    job = job_of(out)
-    wait_for(lambda: any(t.state == "RUNNING" for t in cluster.client.tasks(job)), 60, "a task running")
-    time.sleep(3)                          # inside its run: host check, network, traffic
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=300)
+    with submitted(cluster, command(cluster, scenario(tmp_path, 3), out, batch=3)) as proc:
+        job = job_of(out)
+        wait_for(cluster, lambda: any(t.state == "RUNNING" for t in cluster.client.tasks(job)), 60, "a task running")
+        time.sleep(3)                          # inside its run: host check, network, traffic
+        proc.send_signal(signal.SIGINT)
+        _, stderr = finish(cluster, proc, 300)
     assert proc.returncode == 130, stderr[-3000:]
     assert not [t for t in cluster.client.tasks(job) if t.active]
     assert cluster.client.run("squeue", "-h", "-o", "%i").strip() == ""

@@ -10,6 +10,9 @@ import dataclasses
 
 import logging
 import math
+import os
+import select
+import signal
 import time
 from pathlib import Path
 
@@ -35,6 +38,15 @@ from links.shapers import Queue, Shaper
 from machine.shell import check_cmd
 
 log = logging.getLogger("startlab.network")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    try:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [int(c) for c in found]
 
 
 class Network:
@@ -163,16 +175,55 @@ class Network:
                 log.warning("stopping the host monitor failed: %s", exc)
             self.monitor = None
         if self.net is not None:
+            self.settle_shells()
             self.close_sockets()
             try:
                 self.net.stop()
             except Exception as exc:
-                log.warning("Mininet stop failed: %s", exc)
+                log.warning("Mininet stop failed: %r", exc)
             self.net = None
         if self.instance is not None:
             self.instance.remove_all()
             self.instance = None
         self.timings["teardown_s"] = time.monotonic() - t0
+
+    def settle_shells(self, timeout_s: float = 2.0) -> None:
+        """Bring every node's shell back to its prompt. A signal that ends the run (Ctrl-C, or
+        SIGTERM from a scheduler cancelling the task) can arrive while a command runs in a
+        node; the node then still waits for that command's end and refuses the next one, so
+        nothing more could run there and Mininet's stop would fail half-way (its shells, which
+        as interactive shells ignore SIGTERM, would then each wait out the registry's grace).
+        ^C ends the command as at a terminal, unless it ignores SIGINT, as everything started
+        from a shell's background job does; then the shell's children are killed (at this point
+        of the teardown nothing of the run is read from them any more)."""
+        for node in [*self.net.controllers, *self.net.switches, *self.net.hosts]:
+            if not node.waiting or node.shell is None or node.shell.poll() is not None:
+                continue
+            try:
+                node.sendInt()
+                if not self._prompt(node, timeout_s):
+                    # A node's shell has no job control (no controlling terminal): what it runs
+                    # are its children, the command among them.
+                    for child in _children(node.shell.pid):
+                        os.kill(child, signal.SIGKILL)
+                    self._prompt(node, timeout_s)
+            except OSError as exc:
+                log.warning("ending the command in %s failed: %r", node.name, exc)
+            if node.waiting:
+                log.warning("the shell of %s did not come back to its prompt", node.name)
+                node.waiting = False     # Mininet's stop ends the shell whatever it still runs
+
+    @staticmethod
+    def _prompt(node, timeout_s: float) -> bool:
+        """Read the node's output until its shell prompts again (Mininet's prompt is the
+        sentinel \\x7f); False if not within timeout_s. Read here, not by Mininet's monitor,
+        which blocked in its read on a node whose command had ignored ^C."""
+        fd, deadline = node.stdout.fileno(), time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0] and b"\x7f" in os.read(fd, 4096):
+                node.readbuf, node.waiting = "", False
+                return True
+        return False
 
     def close_sockets(self) -> None:
         """Destroy every TCP socket of the end hosts (ss -K, CONFIG_INET_DIAG_DESTROY).
@@ -184,10 +235,12 @@ class Network:
         for the first 17 s of a run); and it holds a scheme's congestion control (its
         struct_ops) for minutes."""
         for node in self.net.hosts:
+            if node.shell is None or node.shell.poll() is not None:
+                continue    # its shell was killed (a task cancelled whole): no command runs there, the namespace goes with its last process
             try:
                 node.cmd("ss -K -t -a >/dev/null 2>&1")
             except Exception as exc:
-                log.warning("closing the sockets of %s failed: %s", node.name, exc)
+                log.warning("closing the sockets of %s failed: %r", node.name, exc)
 
     # -- access ------------------------------------------------------------------------
     def host(self, name: str) -> Host:

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from analysis.packets import SYN, synacks
 from wire.pcap import TcpPacket as Segment
 from wire.pcap import tcp_packets as segments
 from wire.quickstart import QsRequest, QsResponse, SentRequest, find_request, find_response, ttl_diff, \
     validate_response
 
-SYN, ACK = 0x02, 0x10
 REQUEST_METHODS = (b"GET ", b"HEAD ")
 
 
@@ -73,7 +73,7 @@ def read_client_side(path: Path, server_port: int) -> tuple[list[Request], dict[
     shakes: dict[tuple, Handshake] = {}
     latest: dict[tuple[int, int], Handshake] = {}       # (client, port) → its newest handshake
     for s in segments(path):
-        if s.sport == server_port and s.flags & (SYN | ACK) == SYN | ACK:
+        if s.sport == server_port and synacks(s.flags):
             h = shakes.setdefault((s.dst, s.dport, s.seq), Handshake(s.dst, s.dport, s.seq))
             h.arrived, h.arrived_ts = find_request(s.ip_options), s.ts
             latest[(s.dst, s.dport)] = h
@@ -91,7 +91,7 @@ def read_client_side(path: Path, server_port: int) -> tuple[list[Request], dict[
 def read_server_side(path: Path, server_port: int, shakes: dict[tuple, Handshake]) -> None:
     """Add to `shakes` the SYN-ACKs as the server sent them (before the routers changed them)."""
     for s in segments(path):
-        if s.sport == server_port and s.flags & (SYN | ACK) == SYN | ACK:
+        if s.sport == server_port and synacks(s.flags):
             h = shakes.setdefault((s.dst, s.dport, s.seq), Handshake(s.dst, s.dport, s.seq))
             if h.sent is None:
                 h.sent = (s.ttl, find_request(s.ip_options))

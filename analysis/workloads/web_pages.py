@@ -24,12 +24,10 @@ from typing import Optional
 
 import numpy as np
 
-from analysis.flows import ACK_FLAG
-from analysis.packets import Capture
+from analysis.packets import ACK, Capture, synacks
 from analysis.workloads.web_handshakes import Handshake, Request
 from wire.httperf_log import TAG, WARMUP, HttperfReport
 
-SYNACK = 0x12
 US = 1_000_000
 
 
@@ -122,7 +120,7 @@ def web_conns(cap: Capture, server_port: int) -> WebConns:
     syn = conns["syn_ts"][idx]
     start = np.where(np.isnan(syn), conns["first_ts"][idx], syn)
     isn = np.full(len(conns), -1, dtype=np.int64)
-    synack = ((pk["flags"] & SYNACK) == SYNACK) & (pk["dir"] == 1)
+    synack = synacks(pk["flags"]) & (pk["dir"] == 1)
     isn[pk["conn"][synack]] = pk["seq"][synack]
     return WebConns(idx, conns["src"][idx].astype(np.int64), conns["sport"][idx].astype(np.int64), start,
                     conns["last_ts"][idx], isn[idx])
@@ -262,7 +260,7 @@ def first_flights(cap: Capture, conns: WebConns, mss: int) -> tuple[np.ndarray, 
     first_seq = np.zeros(n, dtype=np.int64)
     first_seq[has] = pk["seq"][first_idx[has]]
     # The first ACK from the client that acknowledges new data.
-    back = mine & (d == 0) & ((pk["flags"] & ACK_FLAG) != 0)
+    back = mine & (d == 0) & ((pk["flags"] & ACK) != 0)
     bp = p[back]
     advance = (pk["ack"][back].astype(np.int64) - first_seq[bp]) % (1 << 32)
     acking = has[bp] & (advance > 0) & (advance < (1 << 31))
