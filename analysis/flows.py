@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.packets import ACK, CWR, ECE, PACKET_COLUMNS, Connections, Datagrams, Packets, synacks, syns
+from analysis.packets import ACK, CWR, ECE, Connections, Datagrams, Packets, synacks, syns
 
 
 def by_server_port(conns: Connections, port: int) -> np.ndarray:
@@ -95,14 +95,18 @@ def bytes_in_window(pk: Packets, conn: int, direction: int, t0: float, t1: float
 def segments_missing(
     before: Packets, conn_before: int, dir_before: int,
     after: Packets, conn_after: int | None, dir_after: int, ecn_capable: bool = False,
+    within: np.ndarray | None = None,
 ) -> int:
     """Data segments seen at `before` but not at `after` (e.g. dropped by a queue);
     `ecn_capable`: only those that reached it ECN-capable (ECT or CE), which a marking
-    AQM signals to by a mark, so that it drops them only when its buffer is full.
+    AQM signals to by a mark, so that it drops them only when its buffer is full;
+    `within`: only those of `before`'s packets this mask selects (a phase of the flow).
 
     Each transmission counts on its own (transmission_keys: a retransmission has a new IP ID).
     """
     m_in = flow_mask(before, conn_before, dir_before) & (before["payload"] > 0)
+    if within is not None:
+        m_in &= within
     if ecn_capable:
         m_in &= (before["tos"] & ECN_FIELD) != 0
     if conn_after is None:
@@ -179,11 +183,6 @@ def flow_rolling_mbps(pk: Packets, conn: int | None, direction: int, window_s: f
         return np.zeros(len(at))
     m = flow_mask(pk, conn, direction)
     return rolling_mbps(pk["ts"][m], pk["newbytes"][m], window_s, at)
-
-
-def subset(pk: Packets, mask: np.ndarray) -> dict[str, np.ndarray]:
-    """The packets of `pk` selected by `mask`, as something the functions here accept."""
-    return {name: pk[name][mask] for name in PACKET_COLUMNS if name in pk}
 
 
 def segments_of(payload: np.ndarray, mss: int) -> int:
@@ -334,7 +333,7 @@ def first_flight_disturbed(before: Packets, conn: int, direction: int, after: Pa
     if handshake_retransmitted(before, conn):
         return "handshake retransmitted"
     flight = first_flight_mask(before, conn, direction)
-    if flight.any() and segments_missing(subset(before, flight), conn, direction, after, conn_after, dir_after):
+    if flight.any() and segments_missing(before, conn, direction, after, conn_after, dir_after, within=flight):
         return "first flight lost at the queue"
     rtt = handshake_rtt(before, conn, direction)
     if flight.any() and rtt is not None:

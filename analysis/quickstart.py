@@ -91,7 +91,7 @@ def flow_quickstart(run_dir: Path, port: int, client: Capture, conn: int, bneck_
     phase = data & (pk["ts"] < t_end)
     k = flows.same_connection(client.conns, bneck_out.conns, conn)
     dk = flows.direction_from_port(bneck_out.conns, k, port) if k is not None else 0
-    lost = flows.segments_missing(flows.subset(pk, phase), j, d, bneck_out.packets, k, dk)
+    lost = flows.segments_missing(pk, j, d, bneck_out.packets, k, dk, within=phase)
     out.update(qs_pkts=int(phase.sum()), qs_bytes=int(pk["payload"][phase].sum()), qs_lost_pkts=lost,
                qs_failure=lost > 0)
     return out

@@ -340,6 +340,8 @@ def cmd_run(args) -> int:
         if out is None or only is None:
             raise UserError("--task is a task of run --slurm and needs its --out and --only")
         return _run_slurm_task(args, sc, out, only)
+    if args.node_dir is not None and not (args.slurm and os.path.isabs(args.node_dir)):
+        raise UserError("--node-dir is the nodes' own storage for run --slurm: an absolute path, with --slurm")
     if args.slurm:
         return _run_on_slurm(args, sc, out, only)
     if args.clock == "virtual":
@@ -391,13 +393,13 @@ def _run_on_slurm(args, sc, out: Path | None, only: set[str] | None) -> int:
         raise UserError("--slurm deals the runs over the cluster's nodes itself: without --lanes or --reuse")
     if args.batch < 1 or (args.lanes_per_node is not None and args.lanes_per_node < 1):
         raise UserError("--batch and --lanes-per-node: at least 1")
-    worker = [str(sc.path.resolve()), *_overrides(args), "--delay-backend", args.delay_backend,
+    worker = [*_overrides(args), "--delay-backend", args.delay_backend,
               *(["--kernel", args.kernel] if args.clock == clock.VIRTUAL else []),
               *(["--seed", str(args.seed)] if args.seed is not None else []),
               *(["--unfit-host"] if args.unfit_host else [])]
-    sub = Submission(clock=args.clock, worker_args=worker, partition=args.partition,
+    sub = Submission(clock=args.clock, scenario=sc.path, worker_args=worker, partition=args.partition,
                      lanes_per_node=args.lanes_per_node, batch=args.batch,
-                     extra=tuple(shlex.split(args.slurm_args or "")))
+                     extra=tuple(shlex.split(args.slurm_args or "")), node_dir=args.node_dir)
     if args.clock == clock.VIRTUAL and os.geteuid() == 0:
         # The image and the guest's BPF objects once, here, before tasks boot guests at
         # once from this machine's cache (a node without them builds its own).
@@ -673,6 +675,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
                    help=f"--slurm: runs per array task (default {DEFAULT_BATCH})")
     p.add_argument("--slurm-args", metavar="'…'", help="--slurm: further sbatch options, as one string")
+    p.add_argument("--node-dir", metavar="DIR",
+                   help="--slurm: each task writes its runs under DIR on its node (node-local storage, for a "
+                        "campaign directory the nodes do not share); they are staged back through srun after "
+                        "the array (default: the nodes write into the campaign directory itself)")
     p.add_argument("--task", type=int, help=argparse.SUPPRESS)      # a task of --slurm
     p.add_argument("--json", action="store_true", help="print the summary path and per-variant figures as JSON")
     _clock_options(p, default=None)

@@ -2,7 +2,7 @@
 
 startlab does not schedule. Slurm dispatches the tasks, requeues a task whose node failed,
 cancels, and confines each task to the CPUs it allocated. This module speaks only Slurm's
-client commands (sbatch, squeue, scancel, scontrol, sinfo); `LocalCluster` starts Debian's
+client commands (sbatch, squeue, scancel, scontrol, sinfo, srun); `LocalCluster` starts Debian's
 munged, slurmctld and slurmd with a configuration of their own in one directory, for the
 tests and for trying `run --slurm` on one machine (`run.py slurm-local`).
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from machine import registry
 from machine.errors import UserError
 
-CLIENT_TOOLS = ("sbatch", "squeue", "scancel", "scontrol", "sinfo")
+CLIENT_TOOLS = ("sbatch", "squeue", "scancel", "scontrol", "sinfo", "srun")
 DAEMONS = ("munged", "slurmctld", "slurmd")
 # A task's states in which it still holds or awaits a node (squeue's %T).
 ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
@@ -60,6 +60,13 @@ class Client:
         if done.returncode != 0:
             raise UserError(f"{' '.join(argv)}: {(done.stderr or done.stdout).strip()}")
         return done.stdout
+
+    def popen(self, argv: list[str]) -> subprocess.Popen:
+        """A client command whose output is streamed (srun's forwarded output, as bytes)."""
+        try:
+            return subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise UserError(f"{argv[0]}: not installed (Slurm's client commands: apt install slurm-client)") from None
 
     def unreachable(self) -> str | None:
         """Why this machine cannot submit to a cluster, or None."""

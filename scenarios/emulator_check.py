@@ -201,8 +201,11 @@ def bulk_goodput_bps(net: Network, seconds: float, omit_s: float, workdir: Path)
         seconds_counted = sum(iv["seconds"] for iv in counted)
         if seconds_counted <= 0:
             raise RuntimeError("iperf3 reported no measured interval")
+        # Every second's rate, the omitted ones too, so a reader sees where the ramp ends.
+        per_second = [round(iv["sum"]["bits_per_second"] / 1e6, 3) for iv in report["intervals"]]
         return {"goodput_bps": sum(iv["bytes"] for iv in counted) * 8 / seconds_counted,
-                "retransmits": report["end"]["sum_sent"].get("retransmits")}
+                "retransmits": report["end"]["sum_sent"].get("retransmits"),
+                "omitted_s": omit_s, "per_second_mbps": per_second}
     finally:
         server.stop()
 
@@ -362,6 +365,8 @@ def judge(profile: LinkProfile, backend: str | None, rtts: list[float], floods: 
         "goodput_ideal_mbps": round(ideal / 1e6, 3),
         "goodput_fraction": round(bulk["goodput_bps"] / ideal, 4) if bulk else None,
         "tcp_retransmits": bulk["retransmits"] if bulk else None,
+        "goodput_omitted_s": bulk.get("omitted_s") if bulk else None,
+        "goodput_per_second_mbps": bulk.get("per_second_mbps") if bulk else None,
         "queue_drops": queue_drops,
         "delay_drops": delay_drops,
         "delay_reorders_seen": sum(int(s.get("reorders") or 0) for s in delay_stats),
@@ -406,6 +411,9 @@ def print_result(r: dict) -> None:
     if r["goodput_mbps"] is not None:
         print(f"  (information) TCP goodput {r['goodput_mbps']} of ideal {r['goodput_ideal_mbps']} Mbit/s "
               f"({100 * r['goodput_fraction']:.1f} %)")
+        if r.get("goodput_per_second_mbps"):
+            print(f"    each second, the first {r['goodput_omitted_s']:g} s not counted: "
+                  f"{' '.join(f'{x:g}' for x in r['goodput_per_second_mbps'])} Mbit/s")
     host = r.get("host") or {}
     for what in ("calibration", "monitor"):
         if host.get(what):

@@ -49,8 +49,11 @@ def test_each_fault_of_the_emulator_fails_its_own_check(change, check):
 
 def test_tcp_goodput_is_information_only():
     r = judge(PROFILE, "delayline", [40.1] * 100, {"down": flood(), "up": flood()},
-              {"goodput_bps": 0.5e6, "retransmits": 900}, [{"drops": 0, "lateness_us": {}}], {}, {})
+              {"goodput_bps": 0.5e6, "retransmits": 900, "omitted_s": 2.0, "per_second_mbps": [0.1, 0.5, 0.4]},
+              [{"drops": 0, "lateness_us": {}}], {}, {})
     assert r["ok"] and r["goodput_fraction"] < 0.1
+    # Every second's rate is kept, the omitted ones first, so a reader sees the ramp and the stalls.
+    assert r["goodput_per_second_mbps"] == [0.1, 0.5, 0.4] and r["goodput_omitted_s"] == 2.0
 
 
 def test_rate_is_a_least_squares_slope():

@@ -233,3 +233,40 @@ def test_ctrl_c_cancels_the_array_and_leaves_nothing_running(cluster, tmp_path):
     # (slurmctld's helper slurmscriptd among them).
     assert sorted(comm for _, comm, _ in cluster_processes()) == ["munged", "slurmctld", "slurmd", "slurmscriptd"]
     assert our_processes() == []
+
+
+def test_runs_on_the_nodes_own_storage_are_staged_back_once_even_after_the_command_was_killed(cluster, tmp_path):
+    """--node-dir: the tasks write on their node's storage, and the submitting command stages
+    the runs back through srun. Here the first command is killed (SIGKILL: no chance to stage)
+    once it knows the node, and its second task is cancelled while it waits for the CPUs the
+    first holds; the first task finishes without the command. The same command then stages
+    what the first task left, submits only the runs of the cancelled one, and stages those
+    when its array ends."""
+    out, node_dir = tmp_path / "c", tmp_path / "node-local"
+    # --lanes-per-node 1: a task takes all the node's CPUs, so task 1 waits for task 0 on any machine.
+    argv = command(cluster, scenario(tmp_path, 2), out, batch=2) + ["--node-dir", str(node_dir),
+                                                                    "--lanes-per-node", "1"]
+    with submitted(cluster, argv) as proc:
+        job = job_of(out)
+        wait_for(cluster, lambda: (out / "slurm" / "nodes.json").is_file(), 60, "the node remembered")
+        proc.kill()
+        assert [t.state for t in cluster.client.tasks(job) if t.index == 1] == ["PENDING"]
+        cluster.client.run("scancel", f"{job}_1")
+    first = (out / "slurm" / "task-0.runs").read_text().split()
+    assert cluster.client.wait_gone(job, 300), cluster.diagnosis()
+    assert not metas(out), "nothing reaches the campaign but by staging"
+    (root,) = node_dir.iterdir()
+    assert sorted(metas(root / "campaign")) == sorted(first)
+    again = subprocess.run(argv, capture_output=True, text=True, env=env(cluster), timeout=300, cwd=ROOT)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.count(f"staged 2 runs from node {cluster.node}") == 2, again.stderr[-3000:]
+    stats = json.loads(again.stdout)["run_stats"]
+    assert stats["skipped"] == 2 and not stats["failed"] and "unstaged_nodes" not in stats["slurm"], stats
+    runs = metas(out)
+    assert len(runs) == 4 and all(m["status"] == "done" for m in runs.values())
+    assert {r for r, m in runs.items() if m["slurm"]["job"] == job} == set(first)
+    # The tasks' logs and stats came back with the runs; the node keeps nothing.
+    assert (out / "slurm" / "task-0.log").is_file() and (out / "slurm" / "task-0.stats.json").is_file()
+    assert not list(node_dir.iterdir())
+    assert json.loads((out / "slurm" / "nodes.json").read_text()) == {"nodes": {}}
+    assert str(out) not in (out / "slurm" / "task.sh").read_text()

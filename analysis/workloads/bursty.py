@@ -42,7 +42,7 @@ def _lost(b_in: Capture, b_out: Capture, conn: int, port: int, after: float = fl
     dk = _direction(b_out, k, port) if k is not None else 0
     pk = b_in.packets
     mask = flows.flow_mask(pk, conn, d) & (pk["ts"] >= after)
-    return flows.segments_missing(flows.subset(pk, mask), conn, d, b_out.packets, k, dk)
+    return flows.segments_missing(pk, conn, d, b_out.packets, k, dk, within=mask)
 
 
 def _burst_times(client: Capture, b_in: Capture, conn_c: int, conn_i: int, port: int, t_from: float,
