@@ -24,6 +24,7 @@ RESULT_COMMANDS = ("analyze", "report", "compare")
 
 def cmd_doctor(args) -> int:
     from machine.capabilities import doctor
+    from hosts.stacks import STACKS
     from hosts.variants import VARIANTS
     if args.clock == "virtual":
         return doctor_virtual(args)
@@ -32,10 +33,14 @@ def cmd_doctor(args) -> int:
     report = doctor()
     # Every variant of the catalogue, loaded into this kernel as a run would load it.
     variants = {name: v.unavailable() for name, v in VARIANTS.items()}
+    # The third-party QUIC stacks, with the versions installed here (hosts/stacks).
+    stacks = {name: {"version": s.version(), "reason": s.unavailable(), "controllers": list(s.controllers)}
+              for name, s in STACKS.items()}
     host = None if args.no_host else doctor_host()
     if args.json:
         emit_json({**asdict(report), "host": host,
-                   "variants": {n: {"available": why is None, "reason": why} for n, why in variants.items()}})
+                   "variants": {n: {"available": why is None, "reason": why} for n, why in variants.items()},
+                   "quic_stacks": {n: {"available": v["reason"] is None, **v} for n, v in stacks.items()}})
         return 0 if not report.problems else 1
     print(f"kernel           {report.kernel}")
     print("qdiscs           " + ", ".join(f"{k}: {yes_no(v)}" for k, v in report.qdiscs.items()))
@@ -52,6 +57,10 @@ def cmd_doctor(args) -> int:
           + (f": all but {', '.join(n for n in variants if n not in ok)}" if len(ok) < len(variants) else ""))
     for name, why in variants.items():
         print(f"  {name:<20} {'available' if why is None else 'UNAVAILABLE: ' + why}")
+    print(f"QUIC stacks      {sum(v['reason'] is None for v in stacks.values())} of {len(stacks)} installed")
+    for name, v in stacks.items():
+        print(f"  {name:<20} " + (f"{v['version']} ({', '.join(v['controllers'])})" if v["reason"] is None
+                                  else "UNAVAILABLE: " + v["reason"]))
     if host is not None:
         print(f"host timing      {host['summary']} (measured {host['calibration']['seconds']:.0f} s, "
               f"CPUs idle then busy)")

@@ -9,7 +9,7 @@ inputs_hash() {
   # Everything provisioning turns into installed state: a change here means work to do.
   find playbooks pyproject.toml Cargo.toml Cargo.lock hosts links analysis \
        \( -name '*.yml' -o -name '*.sh' -o -name '*.toml' -o -name '*.lock' -o -name '*.rs' \
-          -o -name '*.c' -o -name '*.h' \) \
+          -o -name '*.c' -o -name '*.h' -o -name '*.go' -o -name go.mod -o -name go.sum \) \
        -type f 2>/dev/null | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-64
 }
 

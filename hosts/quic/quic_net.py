@@ -227,10 +227,12 @@ class QuicNet:
             raise RuntimeError(f"client failed ({p.returncode}): {err.strip()} {out.strip()}")
         return json.loads(out)
 
-    def start_capture(self, node, intf: str, path: Path, snap: int = 128) -> subprocess.Popen:
+    def start_capture(self, node, intf: str, path: Path, snap: int = 128, immediate: bool = False) -> subprocess.Popen:
+        """tcpdump on `intf`; `immediate`: every packet handed over as it arrives (a capture
+        shorter than libpcap's one-second block timeout is otherwise lost whole when stopped)."""
         err = path.with_suffix(".err")
         p = self.popen(node, ["tcpdump", "-i", intf, "-s", str(snap), "-n", "-U", "-w", str(path),
-                              "--time-stamp-precision", "nano", "udp"],
+                              "--time-stamp-precision", "nano", *(["--immediate-mode"] if immediate else []), "udp"],
                        stdout=subprocess.DEVNULL, stderr=open(err, "w"))
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
