@@ -47,6 +47,9 @@ class RunComparison:
     differing_files: list[str] = field(default_factory=list)
     missing_files: list[str] = field(default_factory=list)
     bundles: list = field(default_factory=list)   # run_clock.bundle per campaign (None: real clock)
+    # The guest's interrupt sources whose counts differ between the campaigns (virtual clock):
+    # source -> one count per campaign. What reached a guest at a host-decided time shows here.
+    interrupts: dict[str, list] = field(default_factory=dict)
 
 
 def compare_run(run_dirs: list[Path]) -> RunComparison:
@@ -56,6 +59,10 @@ def compare_run(run_dirs: list[Path]) -> RunComparison:
     rc.bundles = [(json.loads((d / schema.META_FILE).read_text()).get("run_clock") or {}).get("bundle")
                   if (d / schema.META_FILE).is_file() else None for d in run_dirs]
     rc.differing_figures = [k for k, vals in figs.items() if len(set(map(repr, vals))) > 1]
+    irqs = [(json.loads((d / schema.META_FILE).read_text()).get("guest_interrupts") or {})
+            if (d / schema.META_FILE).is_file() else {} for d in run_dirs]
+    rc.interrupts = {k: [i.get(k, 0) for i in irqs] for k in sorted(set().union(*irqs))
+                     if len({i.get(k, 0) for i in irqs}) > 1}
     names = [sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) for d in run_dirs]
     common = set(names[0]).intersection(*names[1:])
     rc.missing_files = sorted(set().union(*names) - common)
@@ -84,6 +91,9 @@ def text(results: list[RunComparison], campaigns: list[Path]) -> str:
                  + (f"; missing in some: {', '.join(r.missing_files[:4])}" if r.missing_files else ""))
         lines.append(f"  {r.run_id}: FCT {' / '.join(f'{v * 1e3:.6f}' if v is not None else '-' for v in fct)} ms, "
                      f"loss {' / '.join(map(str, loss))}, retx {' / '.join(map(str, retx))}: {verdict}; {files}")
+        if r.interrupts:
+            lines.append("    the guest's interrupts differ: " + "; ".join(
+                f"{k} {' / '.join(map(str, v))}" for k, v in r.interrupts.items()))
     same = sum(1 for r in results if not r.differing_figures)
     lines.append(f"{same} of {len(results)} runs with identical figures; "
                  f"{sum(1 for r in results if not r.differing_files and not r.missing_files)} identical file for file")

@@ -60,6 +60,29 @@ def guest_cpu(before: tuple[int, int], after: tuple[int, int]) -> dict:
             "seconds": round((after[1] - before[1]) / USER_HZ, 2)}
 
 
+def interrupts(path: Path = Path("/proc/interrupts")) -> dict[str, int]:
+    """Every interrupt source's count over all CPUs, keyed by its row and what the row names
+    ("24 PCI-MSI 49153-edge virtio1-config", "LOC Local timer interrupts")."""
+    lines = path.read_text().splitlines()
+    ncpu = len(lines[0].split()) if lines else 0
+    counts: dict[str, int] = {}
+    for line in lines[1:]:
+        label, _, rest = line.partition(":")
+        fields = rest.split()
+        n = 0
+        while n < min(ncpu, len(fields)) and fields[n].isdigit():
+            n += 1
+        counts[" ".join([label.strip(), *fields[n:]])] = sum(int(f) for f in fields[:n])
+    return counts
+
+
+def interrupt_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The interrupts a run took, by source (those it took any of). On the virtual clock two
+    boots of the same run take the same ones: where runs differ, the first source that
+    differs names what reached the guest at a time the host decided."""
+    return {k: v - before.get(k, 0) for k, v in sorted(after.items()) if v - before.get(k, 0)}
+
+
 def saturation_flags(busy: float | None) -> list[str]:
     """A run's flag when the guest's CPU, not the path, set its pace."""
     if busy is None or busy < SATURATED_BUSY:

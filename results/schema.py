@@ -69,6 +69,8 @@ META_FIELDS = {
     "run_clock": "the clock the run was emulated on: real, or virtual with its shift, seed, QEMU, machine, "
                  "kernel, image and bundle (the digest of the checkout's files the guest ran; machine/clock.py)",
     "guest_cpu": "virtual clock: the guest CPU over the run, in guest time: busy fraction, busy and total seconds",
+    "guest_interrupts": "virtual clock: the interrupts the guest took over the run, by source (/proc/interrupts); "
+                        "two boots of one run take the same, so a source that differs names what followed host time",
     "timings": "setup, traffic, stop and analysis times (s)", "flows": "declared and observed flows",
     "before_fetch": "what a variant's parts set as the fetch started, per node (a hint read from the trace)",
     "sweep": "{param: value} of a sweep point", "lane": "the lane's confinement (lanes only)",

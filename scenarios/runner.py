@@ -78,6 +78,7 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
     t0 = time.monotonic()
     params = sc.params_for(run)
     cpu0 = clock.cpu_times()
+    irq0 = clock.interrupts() if clock.is_virtual() else {}
     try:
         with RunSession(net, sc.variants[run.variant], partial, scratch, sc.variant, rep=run.rep) as session:
             result = sc.workload.run(session, params, run.size_bytes)
@@ -103,6 +104,7 @@ def execute_run(sc: Scenario, run: Run, net: Network, campaign: Campaign, scratc
         # The guest's CPU over the run (session set-up to teardown), in guest time: its
         # saturation is the virtual clock's one way to be wrong, flagged the same on any host.
         meta["guest_cpu"] = clock.guest_cpu(cpu0, clock.cpu_times())
+        meta["guest_interrupts"] = clock.interrupt_delta(irq0, clock.interrupts())
         meta["host_check"]["flags"] = [*meta["host_check"].get("flags", []),
                                        *clock.saturation_flags(meta["guest_cpu"]["busy_fraction"])]
     if meta["host_check"].get("forced") and not (meta["host_check"].get("verdict") or {}).get("ok", True):

@@ -54,3 +54,19 @@ def test_runs_from_different_bundles_are_named_as_not_the_same_run(tmp_path: Pat
     assert "from different bundles (0a1b / 9f8e), not the same run" in determinism.text([r], [a, b])
     [same] = determinism.compare([a, a])
     assert "different bundles" not in determinism.text([same], [a, a])
+
+
+def test_the_guests_interrupt_sources_that_differ_are_named(tmp_path: Path) -> None:
+    """On the virtual clock an interrupt that reached the guest at a host-decided time shows as
+    a source whose count differs between two boots of the same run."""
+    a = campaign(tmp_path / "a", 0.5348, {"run_id": "r", "guest_interrupts": {"LOC Local timer interrupts": 900,
+                                                                           "25 virtio1-output.0": 4}})
+    b = campaign(tmp_path / "b", 0.5348, {"run_id": "r", "guest_interrupts": {"LOC Local timer interrupts": 900,
+                                                                           "25 virtio1-output.0": 5,
+                                                                           "RES Rescheduling interrupts": 1}})
+    [r] = determinism.compare([a, b])
+    assert r.interrupts == {"25 virtio1-output.0": [4, 5], "RES Rescheduling interrupts": [0, 1]}
+    assert "the guest's interrupts differ: 25 virtio1-output.0 4 / 5; RES Rescheduling interrupts 0 / 1" in \
+        determinism.text([r], [a, b])
+    [same] = determinism.compare([a, a])
+    assert same.interrupts == {} and "interrupts differ" not in determinism.text([same], [a, a])

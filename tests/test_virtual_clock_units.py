@@ -279,3 +279,18 @@ def test_an_ordinary_users_registry_is_their_own(monkeypatch) -> None:
     assert registry._registry_dir() == Path("/tmp/startlab-1000")
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert registry._registry_dir() == Path("/run/startlab")
+
+
+def test_interrupts_are_counted_per_source_and_a_run_keeps_those_it_took(tmp_path: Path) -> None:
+    proc = tmp_path / "interrupts"
+    proc.write_text("           CPU0       \n"
+                    "  0:         41   IO-APIC   2-edge      timer\n"
+                    " 25:        120   PCI-MSI 49153-edge      virtio1-output.0\n"
+                    "LOC:       5000   Local timer interrupts\n"
+                    "ERR:          0\n")
+    before = clock.interrupts(proc)
+    assert before == {"0 IO-APIC 2-edge timer": 41, "25 PCI-MSI 49153-edge virtio1-output.0": 120,
+                      "LOC Local timer interrupts": 5000, "ERR": 0}
+    after = {**before, "LOC Local timer interrupts": 5900, "25 PCI-MSI 49153-edge virtio1-output.0": 124}
+    assert clock.interrupt_delta(before, after) == {"25 PCI-MSI 49153-edge virtio1-output.0": 4,
+                                                    "LOC Local timer interrupts": 900}

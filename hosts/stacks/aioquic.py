@@ -3,9 +3,8 @@ run by the Python of its own venv, which provisioning makes (.stacks/aioquic).""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
-from hosts.stacks.contract import BUILD_HINT, STACK_VENVS, Adapter, Start
+from hosts.stacks.contract import STACK_VENVS, Adapter, Start
 
 PYTHON = STACK_VENVS / "aioquic" / "bin" / "python"
 ENDPOINT = Path(__file__).with_name("aioquic_endpoint.py")
@@ -21,17 +20,6 @@ class Aioquic(Adapter):
     def program(self) -> list[str]:
         # -P: the script's directory stays off sys.path, where this module would shadow aioquic.
         return [str(PYTHON), "-P", str(ENDPOINT)]
-
-    def version(self) -> Optional[str]:
-        return self.built_version() if PYTHON.is_file() else None
-
-    def unavailable(self) -> Optional[str]:
-        have = self.version()
-        if have is None:
-            return f"{PYTHON} has no aioquic; {BUILD_HINT}"
-        if have != self.pin():
-            return f"{PYTHON} has aioquic {have}, hosts/stacks/pins.yml pins {self.pin()}; {BUILD_HINT}"
-        return None
 
     def start(self, cc: str) -> Start:
         self.check_cc(cc)

@@ -118,9 +118,21 @@ class Adapter(Stack):
     writes_qlog = True
     # A client that verifies the server's certificate is given it (s2n-quic's always does).
     client_trusts_cert = False
+    pinned_in = "hosts/stacks/pins.yml"   # where `pin` reads the version, for messages
 
     def program(self) -> list[str]:
         raise NotImplementedError
+
+    def version(self) -> Optional[str]:
+        return self.built_version() if Path(self.program()[0]).is_file() else None
+
+    def unavailable(self) -> Optional[str]:
+        have = self.version()
+        if have is None:
+            return f"{self.name} is not installed ({' '.join(self.program())} version failed); {BUILD_HINT}"
+        if have != self.pin():
+            return f"{self.name} {have} is installed, {self.pinned_in} pins {self.pin()}; {BUILD_HINT}"
+        return None
 
     def server_argv(self, listen_ip: str, port: int, cc: str, tls: "Tls", qlog_dir: Optional[Path],
                     workdir: Path) -> list[str]:

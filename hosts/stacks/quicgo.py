@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
-from hosts.stacks.contract import BUILD_HINT, STACK_BUILDS, Adapter, Start
+from hosts.stacks.contract import STACK_BUILDS, Adapter, Start
 
 BINARY = STACK_BUILDS / "startlab-quicgo"
 GO_MOD = Path(__file__).with_name("quicgo") / "go.mod"
@@ -26,24 +25,13 @@ class QuicGo(Adapter):
     controllers = ("reno",)
     default_cc = "reno"
     qlog_serialisation = "JSON-SEQ"
+    pinned_in = "hosts/stacks/quicgo/go.mod"
 
     def program(self) -> list[str]:
         return [str(BINARY)]
 
     def pin(self) -> str:
         return pinned()
-
-    def version(self) -> Optional[str]:
-        """The quic-go module the binary was built with (from its build information)."""
-        return self.built_version() if BINARY.is_file() else None
-
-    def unavailable(self) -> Optional[str]:
-        have = self.version()
-        if have is None:
-            return f"{BINARY} is not built; {BUILD_HINT}"
-        if have != self.pin():
-            return f"{BINARY} was built with quic-go {have}, go.mod pins {self.pin()}; {BUILD_HINT}"
-        return None
 
     def start(self, cc: str) -> Start:
         self.check_cc(cc)

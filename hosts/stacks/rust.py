@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
-from hosts.stacks.contract import BUILD_HINT, Adapter, Start
+from hosts.stacks.contract import Adapter, Start
 from machine.binaries import REPO
 
 WORKSPACE = Path(__file__).with_name("rust")
@@ -30,16 +29,9 @@ class RustAdapter(Adapter):
             raise RuntimeError(f"{WORKSPACE / self.crate_dir}/Cargo.toml pins no exact {self.stack_crate}")
         return m.group(1)
 
-    def version(self) -> Optional[str]:
-        return self.built_version() if self.binary().is_file() else None
-
-    def unavailable(self) -> Optional[str]:
-        have = self.version()
-        if have is None:
-            return f"{self.binary()} is not built; {BUILD_HINT}"
-        if have != self.pin():
-            return f"{self.binary()} says {self.stack_crate} {have}, its Cargo.toml pins {self.pin()}; {BUILD_HINT}"
-        return None
+    @property
+    def pinned_in(self) -> str:
+        return f"hosts/stacks/rust/{self.crate_dir}/Cargo.toml"
 
 
 class CfQuiche(RustAdapter):

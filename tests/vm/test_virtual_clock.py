@@ -170,6 +170,7 @@ def test_a_campaign_on_the_virtual_clock_is_the_same_in_two_boots_by_root_and_a_
     # The guest's own path: netem in its kernel, its CPU measured over the run, not saturated.
     assert meta["link"]["delay_backend"] == "netem"
     assert 0 < meta["guest_cpu"]["busy_fraction"] < 0.9
+    assert meta["guest_interrupts"] and all(n > 0 for n in meta["guest_interrupts"].values())
     assert not (meta["host_check"].get("flags") or []), meta["host_check"]
     results = determinism.compare(runs)
     print(determinism.text(results, runs))
