@@ -5,6 +5,10 @@ control, initial window), what the kernel showed its sockets running (the sessio
 socket watch) and, from the captures, its first flight. A run whose flows differ from
 their declaration fails: a result is only worth its setup.
 
+A third-party QUIC stack's flow (observed_by "stack") reports no controller: the one its
+server was started with is recorded, and its first flight is checked against the first
+window of its server's qlog (or its sources', where it writes none) as below.
+
 A QUIC flow (observed_by "endpoint") cannot be seen by the kernel: its congestion control
 is the one its server reports per connection (Blitzstart only where the client's hint
 arrived and was applied), and its analysis adds what the endpoints and the wire both
@@ -76,7 +80,8 @@ def flow_checks(meta: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str,
             # (a workload whose analysis does not read it cannot pass this check).
             check.update(declared_ecn=True, ecn_ok=got.get("ecn") is True)
         check.update(endpoint_checks(got, late_ok=bool(check.get("flight_short_on_late_host"))))
-        if check["observed_by"] == "endpoint" and "window_ok" not in check and "window_unchecked" not in check:
+        if check["observed_by"] in ("endpoint", "stack") and "window_ok" not in check \
+                and "window_unchecked" not in check:
             # Never a silent pass: an endpoint flow's start is checked on the wire or fails.
             check.update(reported_segments=None, window_ok=False)
         out.append(check)

@@ -318,8 +318,11 @@ def startup_figure(profile: str, size: int, run: RunRecord, colour: str) -> Figu
 def cwnd_figure(profile: str, size: int, runs: list[RunRecord], variants: list[str],
                 colours: dict[str, str]) -> Figure:
     """Both senders' congestion windows from their qlogs in each variant's median-FCT run,
-    with where each left slow start (runs that recorded them: the workload's `qlog`)."""
-    present = [v for v in variants if any(r.variant == v for r in runs)]
+    with where each left slow start (runs that recorded them: the workload's `qlog`; a stack
+    that writes none, s2n-quic, gets no panel)."""
+    present = [v for v in variants if any(r.variant == v for r in runs)
+               and not all((r.metrics.get("flows") or {}).get("short", {}).get("stack_without_qlog")
+                           for r in runs if r.variant == v)]
     fig = Figure(figsize=(10, 2.6 * len(present)), layout="constrained")
     axes = fig.subplots(len(present), 1, squeeze=False, sharex=True)[:, 0]
     for variant, ax in zip(present, axes):
@@ -331,11 +334,12 @@ def cwnd_figure(profile: str, size: int, runs: list[RunRecord], variants: list[s
             trace = (flows.get(name) or {}).get("sender")
             if not trace:
                 continue
-            mss = udp_payload(run.mtu)          # the windows count datagrams of the path's MTU
+            # The windows count datagrams: a stack's own size, else those of the path's MTU.
+            mss = trace.get("datagram_bytes") or udp_payload(run.mtu)
             ax.plot(trace["cwnd"]["t"], np.asarray(trace["cwnd"]["bytes"]) / mss, color=colour, lw=1.2,
                     drawstyle="steps-post", label=label)
             end = trace.get("exit")
-            if end and end["by"] != "hint":
+            if end and end["by"] != "hint" and end["cwnd_bytes"] is not None:
                 ax.plot([end["t_s"]], [end["cwnd_bytes"] / mss], marker="o", color=colour, ls="none",
                         label=f"slow start ends ({end['by']}, {end['lost_before']} lost before)")
             drawn = True

@@ -128,15 +128,15 @@ def stacks_page() -> str:
         start = s.start(s.default_cc)
         rows.append([f"`{s.name}`", s.summary, s.pin(), ", ".join(f"`{c}`" for c in s.controllers), f"`{s.default_cc}`",
                      f"{start.iw_bytes} B ({start.datagram_bytes} B datagrams)", "yes" if start.paced else "no",
-                     (s.qlog_serialisation or "none") + "".join(f"; deviates: {d}" for d in s.qlog_deviations),
+                     "yes" if s.rounds_paced else "no", (s.qlog_serialisation or "none") + "".join(f"; deviates: {d}" for d in s.qlog_deviations),
                      start.source])
     return ("# QUIC stacks\n\nThe third-party QUIC stacks behind startlab's endpoint contract (`hosts/stacks`), "
             "at the versions provisioning installs. The start window is what each stack's sources give for its "
             "default congestion control; the wire tests (`tests/test_quic_stacks.py`) hold every stack to it. "
             "`./run.py doctor` says which are installed here. What each does at startup, measured: "
             "[../quic-stacks.md](../quic-stacks.md).\n\n"
-            + _table(["stack", "what", "version", "congestion controls", "default", "start window", "paced",
-                      "qlog", "the window, by the stack's sources"], rows))
+            + _table(["stack", "what", "version", "congestion controls", "default", "start window", "paced (sources)",
+                      "paced (wire, rounds 2–3)", "qlog", "the window, by the stack's sources"], rows))
 
 
 PAGES = {"profiles.md": profiles_page, "variants.md": variants_page, "workloads.md": workloads_page,

@@ -54,7 +54,7 @@ class Flow:
     connections_seen: int = 0
     note: str = ""                       # why a declared figure is not checked, if it is not
     transport: str = "tcp"               # what the sender's variant declares
-    observed_by: str = "kernel"          # where observed_cc comes from: 'kernel' (sock_diag) or 'endpoint'
+    observed_by: str = "kernel"          # where observed_cc comes from: 'kernel' (sock_diag), 'endpoint' or 'stack'
     report: str = ""                     # the endpoint's report file (in the run directory), for QUIC
     # Where each connection's first slow start ended, as the kernel showed it (socket_watch's
     # ss_exit: time, cwnd, ssthresh, CA state and retransmissions then; None: never).
@@ -222,7 +222,15 @@ class RunSession:
                     note=f"initial window not checked: the flow is paced by {paced_by}" if paced_by else "",
                     transport=declared.transport,
                     declared_ecn=declared.transport == "tcp" and self.net.defaults.ecn == "on")
-        if declared.transport == "quic":
+        if declared.transport == "stack":
+            # A third-party stack reports no controller per connection: the run records the
+            # one its server was started with, and checks its start against its own qlog.
+            if report is None:
+                raise WorkloadError(f"flow {name}: {sender.name}'s variant {flow.variant} runs a QUIC stack, "
+                                    "but the workload runs no stack for it (transport: stack)")
+            flow.observed_by, flow.report = "stack", str(report)
+            flow.note = "controller as its server was started (the stack reports none); start checked on its qlog"
+        elif declared.transport == "quic":
             if report is None:
                 raise WorkloadError(f"flow {name}: {sender.name}'s variant {flow.variant} runs a QUIC endpoint, "
                                     "but the workload runs no QUIC application for it")
@@ -267,6 +275,9 @@ class RunSession:
             except (OSError, ValueError):
                 seen[(node, port)] = {"connections": []}
         for flow in self.flows:
+            if flow.observed_by == "stack":
+                flow.observed_cc, flow.connections_seen = list(flow.declared_cc), 1
+                continue
             if flow.observed_by == "endpoint":
                 lines = server_connections(self.workdir / flow.report)
                 flow.observed_cc = sorted({controller_kind(c) for c in lines})

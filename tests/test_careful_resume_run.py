@@ -11,7 +11,6 @@ receiver's first window (the client's part opens it); and every run's checks pas
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,8 +19,7 @@ import pytest
 
 from analysis.scheme_events import connection_events
 from conftest import ROOT
-from results.schema import ERROR_FILE, FAILED_SUFFIX
-from timing import campaign_flags
+from timing import finished_runs
 
 # On the virtual clock: on CI's real clock one run of this campaign once resumed no
 # connection at all, which 36 runs here beside 2-4 busy loops never reproduced; in the guest
@@ -36,12 +34,7 @@ def test_a_stale_state_campaign_measures_the_second_connection(tmp_path):
                           "--sizes", "1MB", "--variants", "careful-resume-rcv", "--reps", "1",
                           "--out", str(out), "--json", "--unfit-host"],
                          capture_output=True, text=True, env={**os.environ, "STARTLAB_NO_REEXEC": "1"}, timeout=900)
-    per_run, _ = campaign_flags(out)
-    failed = {d.name: (d / ERROR_FILE).read_text() if (d / ERROR_FILE).exists() else "no error.txt"
-              for d in out.glob(f"*{FAILED_SUFFIX}")}
-    assert not {n: e for n, e in failed.items() if not per_run.get(n)}, (failed, res.stdout[-2000:], res.stderr[-3000:])
-    runs = [(p.parent, json.loads(p.read_text()), json.loads((p.parent / "metrics.json").read_text()))
-            for p in out.glob("*/meta.json") if not p.parent.name.endswith(FAILED_SUFFIX)]
+    per_run, runs = finished_runs(out, res)
     assert len(runs) == 3, [d.name for d, _, _ in runs]
     for run_dir, meta, metrics in runs:
         short = metrics["short"]

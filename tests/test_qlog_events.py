@@ -95,3 +95,36 @@ def test_declarations_it_does_not_know_and_broken_headers_are_faults(tmp_path):
            "trace": {"event_schemas": ["quic"], "vantage_point": {"type": "server"}}}
     t = qlog_events.read(seq(tmp_path / "i.sqlog", bad, [metrics(0, 1), sent(0, 0)]))
     assert len(t.problems) == 2 and "serialization_format" in t.problems[0] and "event_schemas" in t.problems[1]
+
+
+def state(t, new):
+    return {"time": t, "name": "recovery:congestion_state_updated", "data": {"new": new}}
+
+
+def test_slow_start_ends_at_the_first_state_past_it_or_the_first_finite_threshold(tmp_path):
+    # quic-go: application-limited before its first data is not an exit; congestion avoidance is.
+    go = [metrics(0, 40960), sent(0, 0), state(0, "slow_start"), state(78, "application_limited"),
+          state(155, "slow_start"), state(341, "congestion_avoidance"), state(382, "recovery")]
+    assert qlog_events.read(seq(tmp_path / "go.sqlog", QUICGO_HEADER, go)).slow_start_exit_ms() == 341
+    # quiche: HyStart++'s conservative slow start leaves slow start.
+    quiche = [metrics(0, 12000), sent(0, 0), state(0, "slow_start"), state(386, "conservative_slow_start")]
+    assert qlog_events.read(seq(tmp_path / "q.sqlog", QUICGO_HEADER, quiche)).slow_start_exit_ms() == 386
+    # ngtcp2 logs no states: its first finite threshold; quiche's u64::MAX is not one.
+    unset = {"time": 1, "name": "recovery:metrics_updated", "data": {"congestion_window": 14520, "ssthresh": 2 ** 64 - 1}}
+    set_ = {"time": 335, "name": "recovery:metrics_updated", "data": {"congestion_window": 90000, "ssthresh": 90000}}
+    ng = [metrics(0, 14520), sent(0, 0), unset, set_]
+    assert qlog_events.read(seq(tmp_path / "n.sqlog", NGTCP2_HEADER, ng)).slow_start_exit_ms() == 335
+    assert qlog_events.read(seq(tmp_path / "s.sqlog", NGTCP2_HEADER, [metrics(0, 14520), sent(0, 0)])) \
+        .slow_start_exit_ms() is None
+
+
+def test_a_clients_last_byte_is_the_first_packet_carrying_a_fin(tmp_path):
+    def received(t, frames):
+        return {"time": t, "name": "transport:packet_received", "data": {"header": {}, "frames": frames}}
+    client = {**NGTCP2_HEADER, "trace": {**NGTCP2_HEADER["trace"], "vantage_point": {"type": "client"}}}
+    events = [metrics(0, 14520), sent(0, 0), received(100, [{"frame_type": "ack"}]),
+              received(600, [{"frame_type": "stream", "stream_id": 0, "offset": 0, "length": 1000}]),
+              received(654, [{"frame_type": "stream", "stream_id": 0, "offset": 1000, "length": 43, "fin": True}])]
+    t = qlog_events.read(seq(tmp_path / "c.sqlog", client, events))
+    assert t.fin_received_ms() == 654
+    assert qlog_events.read(seq(tmp_path / "d.sqlog", client, events[:-1])).fin_received_ms() is None

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from hosts.quic.quic_net import SERVER_IP, first_flight, read_udp_pcap
+from hosts.quic.quic_net import SERVER_IP, first_flight, first_rounds, read_udp_pcap, rounds_paced
 from hosts.stacks import STACKS
 from hosts.stacks.contract import Tls
 from hosts.stacks.endpoints import fetch, start_server
@@ -58,7 +58,11 @@ def test_a_stack_fetches_an_object_and_its_first_flight_is_its_window(path, name
     assert got.ok and got.bytes == SIZE, got
 
     start = stack.start(cc)
-    flight = first_flight(read_udp_pcap(pcap), SERVER_IP, DATA_DATAGRAM, RTT_MS / 1e3, RTT_MS / 1e3)
+    datagrams = read_udp_pcap(pcap)
+    flight = first_flight(datagrams, SERVER_IP, DATA_DATAGRAM, RTT_MS / 1e3, RTT_MS / 1e3)
+    rounds = first_rounds(datagrams, SERVER_IP, DATA_DATAGRAM, RTT_MS / 1e3)
+    for r in rounds:
+        print(name, json.dumps(r))
     print(name, stack.version(), json.dumps({k: v for k, v in flight.items() if k not in ("times_ms", "release_ms")}),
           f"window {start.iw_bytes} B in datagrams of {start.datagram_bytes}")
 
@@ -75,6 +79,9 @@ def test_a_stack_fetches_an_object_and_its_first_flight_is_its_window(path, name
         assert first_cwnd == start.iw_bytes, f"{name}'s qlog starts at {first_cwnd} B, its sources say {start.iw_bytes}"
     # The window counts every byte in flight, the flight's and what the handshake still has
     # out (acknowledged with the client's Finished, before the request): one datagram either way.
+    # Its next rounds paced or not, as its wire showed here (hosts/stacks: rounds_paced).
+    path.timing.add(f"{name}'s rounds 2 and 3 are {'' if stack.rounds_paced else 'not '}paced",
+                    rounds_paced(rounds, RTT_MS / 1e3) == stack.rounds_paced, json.dumps(rounds[1:]))
     path.timing.add(f"{name}'s first flight is its window of {start.iw_bytes} B",
                     abs(flight["bytes"] - start.iw_bytes) <= start.datagram_bytes,
                     f"{flight['bytes']} B in {flight['datagrams']} datagrams, first ack at {flight['first_ack_ms']} ms")

@@ -107,3 +107,19 @@ class Deferred:
     def settle(self, flags: list[str]) -> None:
         for what, ok, detail in self.claims:
             timing_check(what, flags, ok, detail)
+
+
+def finished_runs(out: Path, res) -> tuple[dict[str, list[str]], list[tuple[Path, dict, dict]]]:
+    """A campaign's runs after `run.py run` (`res`: its completed process): the timing flags
+    per run (campaign_flags) and (directory, meta, metrics) of every finished run. A run that
+    failed must be one the monitor flagged (a disturbed host may fail a first-flight check;
+    a punctual one never): anything else fails the caller, with the runs' errors."""
+    from results.schema import ERROR_FILE, FAILED_SUFFIX
+    per_run, _ = campaign_flags(out)
+    failed = {d.name: (d / ERROR_FILE).read_text() if (d / ERROR_FILE).exists() else "no error.txt"
+              for d in Path(out).glob(f"*{FAILED_SUFFIX}")}
+    unflagged = {n: e for n, e in failed.items() if not per_run.get(n)}
+    assert not unflagged, (unflagged, res.stdout[-2000:], res.stderr[-3000:])
+    runs = [(p.parent, json.loads(p.read_text()), json.loads((p.parent / "metrics.json").read_text()))
+            for p in Path(out).glob("*/meta.json") if not p.parent.name.endswith(FAILED_SUFFIX)]
+    return per_run, runs

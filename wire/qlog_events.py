@@ -35,6 +35,13 @@ JSON_SEQ_MEDIA = "application/qlog+json-seq"
 # `quic:recovery_metrics_updated` (quiche writes the later name, quic-go the earlier one).
 METRICS = ("metrics_updated", "recovery_metrics_updated")
 PACKET_SENT = "packet_sent"
+PACKET_RECEIVED = "packet_received"
+STATE_UPDATED = "congestion_state_updated"
+# Congestion states that are not a slow-start exit: slow start itself, and the sender
+# waiting on the application (quic-go's application_limited, before its first data).
+SLOW_START_STATES = ("slow_start", "application_limited")
+# A threshold this large is "not set yet" (quiche writes u64::MAX, others 2^62 or similar).
+UNSET_SSTHRESH = 2 ** 60
 NAME = re.compile(r"^[a-z0-9_]+:[a-z0-9_]+$")
 CWND_FIELDS = ("congestion_window", "cwnd")          # the drafts' name; aioquic's
 
@@ -73,6 +80,28 @@ class Trace:
 
     def sent(self) -> list[Event]:
         return [e for e in self.events if e.kind == PACKET_SENT]
+
+    def slow_start_exit_ms(self) -> Optional[float]:
+        """When the sender left its first slow start, by its own word: the first congestion
+        state it entered other than slow start or application-limited
+        (`congestion_state_updated`: congestion avoidance, recovery, HyStart++'s conservative
+        slow start), or the first finite slow-start threshold it reported, whichever came
+        first (None: never)."""
+        for e in self.events:
+            if e.kind == STATE_UPDATED and str(e.data.get("new", "")).lower() not in SLOW_START_STATES:
+                return e.time_ms
+            if e.kind in METRICS and isinstance(e.data.get("ssthresh"), int) and e.data["ssthresh"] < UNSET_SSTHRESH:
+                return e.time_ms
+        return None
+
+    def fin_received_ms(self) -> Optional[float]:
+        """When the first packet carrying a stream's FIN arrived (a client's: its object's last
+        byte), where the stack logs the frames of the packets it received (None: not found)."""
+        for e in self.events:
+            if e.kind == PACKET_RECEIVED and any(isinstance(f, dict) and f.get("frame_type") == "stream" and f.get("fin")
+                                                 for f in e.data.get("frames") or []):
+                return e.time_ms
+        return None
 
 
 def read(path: Path) -> Trace:

@@ -311,6 +311,10 @@ COLUMNS = [
     # the swept workload parameter and its value (empty without a sweep); then the
     # bottleneck over the fetch: sent bytes ÷ capacity × time, drops ÷ arrivals
     "sweep_param", "sweep_value", "utilisation_mean", "drop_rate_mean",
+    # a third-party QUIC stack's flow under test (transport stack; empty elsewhere): its first
+    # flight on the wire, when its server's qlog says it left slow start, and its first
+    # loss at the bottleneck, both from its client's first datagram
+    "first_flight_median_datagrams", "ss_exit_qlog_median_s", "first_loss_median_s",
 ]
 
 HEADERS = ["profile", "size", "variant", "runs", "FCT mean", "FCT 95% CI", "FCT median",
@@ -322,6 +326,13 @@ ECN_NOTE = ("The short flow's packets that left the bottleneck marked Congestion
             "beside those it lost there; \"ECN set up\": the share of runs whose handshake on the wire "
             "negotiated ECN (a flow without it is dropped where it would be marked).")
 
+STACK_HEADERS = ["profile", "size", "variant", "runs", "FCT mean", "FCT 95% CI", "first flight (datagrams)",
+                 "slow-start exit (its qlog)", "first loss (wire)", "loss mean"]
+STACK_NOTE = ("Third-party QUIC stacks (transport stack): the first flight at the bottleneck's input, when the "
+              "server's own qlog says it left slow start (a congestion state other than slow start, or a first "
+              "finite threshold) and the flow's first datagram lost at the bottleneck, medians over the runs, both "
+              "from the client's first datagram.")
+
 CAPTIONS = {
     "cdf": "CDFs over the runs: FCT, fairness ratio (bytes of the short flow ÷ bytes of the long flow while "
            "the short flow is active), lost packets, and CE-marked packets where a queue marked (ECN).",
@@ -329,8 +340,9 @@ CAPTIONS = {
     "throughput": "Rolling-average throughput of both flows in the median-FCT run of each variant, and (grey, "
                   "right axis) the largest queueing delay the servers' segments met at the bottleneck in each step, "
                   "from the captures before and after it.",
-    "cwnd": "Both QUIC senders' congestion windows from their qlogs (workload parameter qlog) in the "
-            "median-FCT run of each variant, and where each left slow start.",
+    "cwnd": "The QUIC senders' congestion windows from their qlogs (startlab's endpoints with the workload "
+            "parameter qlog; a third-party stack's server always) in the median-FCT run of each variant, and "
+            "where each left slow start.",
     "startup": "After the Blitzstart paper's Fig. 1: top, the long flow's first second on the idle link; "
                "bottom, the baseline's median-FCT run at the largest size, both flows over one RTT (thin) "
                "and over 1 s (thick).",
@@ -351,6 +363,9 @@ class CompetingAnalysis(WorkloadAnalysis):
 
     def run_metrics(self, run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
         mtu = int(meta["profile_params"].get("mtu") or 1500)
+        if meta["spec"].get("transport") == "stack":
+            from analysis.workloads import competing_stack      # it builds on this module's helpers
+            return competing_stack.run_metrics(run_dir, meta["spec"], meta.get("app") or {}, tcp_mss(mtu))
         if meta["spec"].get("transport") == "quic":
             return competing_quic.run_metrics(run_dir, meta["spec"], mtu)
         return run_metrics(run_dir, meta["spec"], tcp_mss(mtu), meta.get("server_counters"))
@@ -362,6 +377,7 @@ class CompetingAnalysis(WorkloadAnalysis):
         # inflation is undefined for a run whose short flow sent nothing at the bottleneck capture
         inflation = [r.metrics["short"]["inflation"] for r in runs if r.metrics["short"].get("inflation") is not None]
         marks = [m for m in map(marked, runs) if m is not None]
+        retx = [r.metrics["short"]["retx_pkts"] for r in runs if r.metrics["short"].get("retx_pkts") is not None]
         queue_p99 = queue_p99s(runs)
         ci = stats.mean_ci(f)
         dips = long_dips(runs)
@@ -371,7 +387,8 @@ class CompetingAnalysis(WorkloadAnalysis):
             "fct_mean_s": stats.mean(f), "fct_median_s": stats.median(f),
             "fct_ci_low_s": ci[0] if ci else None, "fct_ci_high_s": ci[1] if ci else None,
             "loss_mean_pkts": stats.mean(loss),
-            "retx_mean_pkts": stats.mean([r.metrics["short"]["retx_pkts"] for r in runs]),
+            # A stack's resends cannot be told apart on the wire: none counted (empty).
+            "retx_mean_pkts": stats.mean(retx) if retx else None,
             "fairness_median": stats.median(fairness) if fairness else None,
             "loss_median_pkts": stats.median(loss),
             "marks_mean_pkts": stats.mean(marks) if marks else None,
@@ -383,6 +400,7 @@ class CompetingAnalysis(WorkloadAnalysis):
             **quickstart.quickstart_figures([r.metrics.get("quickstart") for r in runs]),
             "utilisation_mean": stats.mean([u["utilisation"] for u in use]) if use else None,
             "drop_rate_mean": stats.mean([u["drop_rate"] for u in use]) if use else None,
+            **stack_figures(runs),
         }
 
     def compare(self, runs: list[RunRecord], base: list[RunRecord]) -> Row:
@@ -411,7 +429,7 @@ class CompetingAnalysis(WorkloadAnalysis):
             cell_label(row), size_label(row["size_bytes"]), row["variant"], str(row["runs"]),
             format_seconds(row["fct_mean_s"]), ci, format_seconds(row["fct_median_s"]),
             format_packets(row["loss_mean_pkts"]), format_packets(row["loss_median_pkts"]),
-            format_packets(row["retx_mean_pkts"]),
+            "" if row["retx_mean_pkts"] is None else format_packets(row["retx_mean_pkts"]),
             "" if row["fairness_median"] is None else f"{row['fairness_median']:.2f}",
             "" if row["inflation_mean"] is None else f"{row['inflation_mean']:.3f}", dip_text(row),
             "" if row["queue_p99_mean_ms"] is None else f"{row['queue_p99_mean_ms']:.1f} ms",
@@ -424,10 +442,13 @@ class CompetingAnalysis(WorkloadAnalysis):
         return competing_plots(out, campaign, records, rows, colours)
 
     def sections(self, rows: list[Row]) -> list[Section]:
-        from analysis.report import cell_label, format_packets
+        from analysis.report import cell_label, format_packets, format_seconds, interval_text
 
         def share(x: Optional[float]) -> str:
             return "–" if x is None else f"{x:.0%}"
+
+        def seconds(x: Optional[float]) -> str:
+            return "–" if x is None else format_seconds(x)
         qs_rows = [[cell_label(r), size_label(r["size_bytes"]), r["variant"], str(r["runs"]),
                     share(r["qs_requested_ratio"]), share(r["qs_approval_ratio"]), share(r["qs_failure_ratio"]),
                     "–" if r["qs_bytes_mean"] is None else f"{r['qs_bytes_mean'] / 1000:.1f} KB"]
@@ -439,7 +460,28 @@ class CompetingAnalysis(WorkloadAnalysis):
         out = [Section("Quick-Start", quickstart.QS_HEADERS, qs_rows, quickstart.QS_NOTE)] if qs_rows else []
         if ecn_rows:
             out.append(Section("ECN", ECN_HEADERS, ecn_rows, ECN_NOTE))
+        stack_rows = [[cell_label(r), size_label(r["size_bytes"]), r["variant"], str(r["runs"]),
+                       format_seconds(r["fct_mean_s"]),
+                       interval_text(r["fct_ci_low_s"], r["fct_ci_high_s"], r["runs"], format_seconds),
+                       "–" if r["first_flight_median_datagrams"] is None else f"{r['first_flight_median_datagrams']:g}",
+                       seconds(r["ss_exit_qlog_median_s"]), seconds(r["first_loss_median_s"]),
+                       format_packets(r["loss_mean_pkts"])]
+                      for r in rows if r.get("first_flight_median_datagrams") is not None]
+        if stack_rows:
+            out.append(Section("QUIC stacks", STACK_HEADERS, stack_rows, STACK_NOTE))
         return out
+
+
+def stack_figures(runs: list[RunRecord]) -> dict[str, Optional[float]]:
+    """Medians of a stack's start over the runs (transport stack; None elsewhere)."""
+    def median(values: list) -> Optional[float]:
+        values = [v for v in values if v is not None]
+        return stats.median(values) if values else None
+    stack_runs = [r for r in runs if r.metrics.get("transport") == "stack"]
+    return {"first_flight_median_datagrams": median([(r.metrics["flows"]["short"].get("first_flight") or {})
+                                                     .get("datagrams") for r in stack_runs]),
+            "ss_exit_qlog_median_s": median([r.metrics["short"].get("ss_exit_qlog_s") for r in stack_runs]),
+            "first_loss_median_s": median([r.metrics["short"].get("first_loss_s") for r in stack_runs])}
 
 
 def dip_text(row: Row) -> str:

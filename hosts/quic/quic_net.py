@@ -329,3 +329,52 @@ def first_flight(datagrams: list[Datagram], server: str, full_size: int, rtt_s: 
         "release_ms": sorted({round(t * 1e3, 1) for t in times}),
         "times_ms": [round(t * 1e3, 3) for t in times],
     }
+
+
+def bursts(times: list[float], gap_s: float = 100e-6) -> list[int]:
+    """The sizes of the runs of datagrams that left less than `gap_s` apart (a burst: what a
+    sender released at once, as first_flight's initial burst counts it)."""
+    sizes: list[int] = []
+    for i, t in enumerate(times):
+        if i and t - times[i - 1] < gap_s:
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+    return sizes
+
+
+def first_rounds(datagrams: list[Datagram], server: str, full_size: int, rtt_s: float, rounds: int = 3) -> list[dict]:
+    """The server's 1-RTT datagrams in its first `rounds` round trips, from its first
+    full-size response datagram, each round one path RTT long (`rtt_s`, the path's: in the
+    first rounds the queue is short, so a round's acknowledgements return about one path
+    RTT after its data). Per round: datagrams, bytes, the sending span, the bursts (bursts())
+    and their largest, and the median gap between bursts: a paced sender spreads its
+    window in small bursts over the round; an unpaced one sends it as acknowledgements
+    arrive, or at once."""
+    server_out = [d for d in datagrams if d.src == server and not d.long_header]
+    start = next((d.ts for d in server_out if d.length >= full_size), None)
+    if start is None:
+        raise ValueError("no full-size response datagram in the capture")
+    out = []
+    for k in range(rounds):
+        times = [d.ts - start for d in server_out if k * rtt_s <= d.ts - start < (k + 1) * rtt_s]
+        sizes = bursts(times)
+        ends = [times[sum(sizes[:i + 1]) - 1] for i in range(len(sizes))]
+        starts = [times[sum(sizes[:i])] for i in range(len(sizes))]
+        gaps = sorted(b - a for a, b in zip(ends, starts[1:]))
+        out.append({"round": k + 1, "datagrams": len(times),
+                    "bytes": sum(d.length for d in server_out if k * rtt_s <= d.ts - start < (k + 1) * rtt_s),
+                    "span_ms": round((times[-1] - times[0]) * 1e3, 3) if times else 0.0,
+                    "bursts": len(sizes), "largest_burst": max(sizes, default=0),
+                    "median_gap_ms": round(gaps[len(gaps) // 2] * 1e3, 3) if gaps else None})
+    return out
+
+
+def rounds_paced(rounds: list[dict], rtt_s: float) -> bool:
+    """Did the sender pace the rounds after its first (first_rounds())? A paced sender
+    (RFC 9002 7.7) spreads each window over most of an RTT in small bursts; one that is
+    not sends it as acknowledgements arrive, or in a few bursts. Lenient on both: each round
+    spread over at least a quarter of the RTT, its largest burst at most a quarter of it."""
+    later = rounds[1:]
+    return bool(later) and all(r["span_ms"] >= rtt_s * 1e3 / 4 and 4 * r["largest_burst"] <= r["datagrams"]
+                               for r in later)

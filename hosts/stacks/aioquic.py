@@ -15,6 +15,7 @@ class Aioquic(Adapter):
     summary = "aioquic (Python): Reno by default or CUBIC, 10 datagrams of 1200 bytes, always paced"
     controllers = ("reno", "cubic")
     default_cc = "reno"
+    rounds_paced = True
     qlog_serialisation = "JSON"
 
     def program(self) -> list[str]:

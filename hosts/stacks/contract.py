@@ -11,7 +11,6 @@ stacks is a loop over `hosts.stacks.STACKS`.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 from functools import cache
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from machine.binaries import REPO
+from wire.quic_report import last_json_object
 
 # Where provisioning builds the stacks' programs and venvs (playbooks/site.yml).
 STACK_BUILDS = REPO / "target" / "stacks"
@@ -64,6 +64,11 @@ class Stack:
     # on the reference page, and the wire test fails when a file has any other fault (or
     # loses one of these: the stack changed).
     qlog_deviations: tuple[str, ...] = ()
+    # Whether its rounds after the first leave paced, as its wire shows on the wire test's
+    # path (hosts/quic/quic_net.rounds_paced; docs/quic-stacks.md has the figures): asserted
+    # there, so a stack that changes how it sends is caught. Beside `Start.paced`, what its
+    # sources say: where the two differ, the page says so.
+    rounds_paced: bool
 
     def pin(self) -> str:
         """The version provisioning installs (pins.yml, or the adapter's own manifest)."""
@@ -92,7 +97,7 @@ class Stack:
 
     def fetched(self, stdout: str, returncode: int, size: int, workdir: Path) -> Fetched:
         """The client's result, from its output (or what it wrote into `workdir`)."""
-        report = last_json(stdout)
+        report = last_json_object(stdout)
         if report is None:
             return Fetched(False, 0, None, f"no report (exit {returncode}): {stdout[-300:]}")
         got = int(report.get("bytes") or 0)
@@ -155,17 +160,6 @@ class Adapter(Stack):
         except OSError:
             return None
         return (out.stdout.strip() or None) if out.returncode == 0 else None
-
-
-def last_json(text: str) -> Optional[dict]:
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except json.JSONDecodeError:
-                return None
-    return None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ class Ngtcp2(Stack):
     summary = "ngtcp2 (C, Debian's 0.12.1 examples, HTTP/3): CUBIC by default, Reno, BBR or BBRv2; RFC 9002's window, paced"
     controllers = ("cubic", "reno", "bbr", "bbr2")
     default_cc = "cubic"
+    rounds_paced = False
     qlog_serialisation = "JSON-SEQ"
 
     def version(self) -> Optional[str]:

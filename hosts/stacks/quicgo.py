@@ -24,6 +24,7 @@ class QuicGo(Adapter):
     summary = "quic-go (Go): its only congestion control, NewReno with HybridSlowStart, 32 datagrams of 1280 bytes, paced"
     controllers = ("reno",)
     default_cc = "reno"
+    rounds_paced = True
     qlog_serialisation = "JSON-SEQ"
     pinned_in = "hosts/stacks/quicgo/go.mod"
 

@@ -37,9 +37,10 @@ class RustAdapter(Adapter):
 class CfQuiche(RustAdapter):
     name = "cfquiche"
     summary = ("Cloudflare's quiche (Rust; not Google's QUICHE): CUBIC with HyStart++ by default, Reno or BBRv2; "
-               "10 datagrams of 1200 bytes, paced at the times it gives")
+               "10 datagrams of 1200 bytes, paced only under BBRv2")
     controllers = ("cubic", "reno", "bbr2")
     default_cc = "cubic"
+    rounds_paced = False
     qlog_serialisation = "JSON-SEQ"
     # Main schema -12 (whose quic-12 events it declares) fixes the media type in its prose.
     qlog_deviations = ("serialization_format is 'JSON-SEQ', not application/qlog+json-seq",)
@@ -47,9 +48,12 @@ class CfQuiche(RustAdapter):
 
     def start(self, cc: str) -> Start:
         self.check_cc(cc)
-        return Start(iw_bytes=10 * 1200, datagram_bytes=1200, paced=True,
+        # quiche 0.30 paces only in its gcongestion recovery, which runs BBRv2 ("bbr2"); the
+        # legacy recovery that runs CUBIC and Reno gives every packet `now` as its send time.
+        return Start(iw_bytes=10 * 1200, datagram_bytes=1200, paced=cc == "bbr2",
                      source="quiche src/lib.rs Config: initial_congestion_window_packets 10 of "
-                            "max_send_udp_payload_size (1200); SendInfo::at paces")
+                            "max_send_udp_payload_size (1200); src/recovery/congestion/recovery.rs "
+                            "get_packet_send_time returns now (CUBIC, Reno), gcongestion's pacer (BBRv2)")
 
 
 class S2nQuic(RustAdapter):
@@ -57,6 +61,7 @@ class S2nQuic(RustAdapter):
     summary = "AWS's s2n-quic (Rust): CUBIC by default or BBRv2; RFC 9002's window of 1200-byte datagrams, paced; no qlog"
     controllers = ("cubic", "bbr")
     default_cc = "cubic"
+    rounds_paced = False
     qlog_serialisation = ""
     writes_qlog = False
     client_trusts_cert = True

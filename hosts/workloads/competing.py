@@ -25,8 +25,10 @@ Hosts: cl1 ← sv1 is the flow under test (its server, client and the routers ge
 variant), cl2 ← sv2 the long flow, as in the paper's four-host setup.
 
 `transport` chooses the applications (hosts/workloads/competing_apps.py): `tcp` (lighttpd,
-curl, iperf3; the kernel's TCP as the variants configure it) or `quic` (startlab's QUIC
-server and client for both flows, configured by QUIC variants: the paper's own setup).
+curl, iperf3; the kernel's TCP as the variants configure it), `quic` (startlab's QUIC
+server and client for both flows, configured by QUIC variants: the paper's own setup) or
+`stack` (a third-party QUIC stack's own server and client for the flow under test, the
+long flow kernel TCP's: hosts/stacks).
 Everything else — filling the link, the timing, captures, checks — is one code path.
 """
 from __future__ import annotations
@@ -136,8 +138,10 @@ class Competing(Workload):
         "long_load": Param(0.0, "> 0: the long flows offer this share of the bottleneck rate", low=0.0, high=1.0),
         "long_streams": Param(1, "… over this many TCP connections", low=1, high=64, integer=True),
         "settle_s": Param(3.0, "… for this long before the fetch", low=0, high=600),
-        "transport": Param("tcp", "applications of both flows: tcp (lighttpd, curl, iperf3) or quic (startlab's "
-                                  "QUIC endpoints; quic-* variants, long_variant too)", choices=TRANSPORTS),
+        "transport": Param("tcp", "applications: tcp (lighttpd, curl, iperf3), quic (startlab's QUIC endpoints "
+                                  "for both flows; quic-* variants, long_variant too) or stack (a third-party QUIC "
+                                  "stack's programs for the flow under test, e.g. quicgo-reno; the long flow TCP)",
+                           choices=TRANSPORTS),
         "qlog": Param(False, "transport quic: both servers write each connection's qlog into the run's qlog/ "
                              "(cwnd, RTT, pacing rate, every packet: ~2 MB per second of a 50 Mbit/s flow)"),
         "prior_bytes": Param(0, "> 0: the flow under test first fetches this many bytes from the same server "
@@ -155,19 +159,31 @@ class Competing(Workload):
         if params["transport"] == "quic" and params["long_streams"] != 1:
             return "long_streams", "a QUIC long flow is one connection: long_streams must be 1"
         if params["qlog"] and params["transport"] != "quic":
-            return "qlog", "qlog is QUIC's: it needs transport: quic"
+            return "qlog", "qlog is QUIC's: it needs transport: quic (a stack's qlog is always written)"
+        if params["transport"] == "stack" and params["prior_bytes"]:
+            return "prior_bytes", "transport stack runs one fetch: prior_bytes must be 0"
         return None
 
     def check_variant(self, params: dict, variant: Variant, param: Optional[str] = None) -> Optional[str]:
         """A variant's sender must run the scenario's transport: QUIC variants need the QUIC
-        applications (transport quic), and over QUIC the long flow is QUIC too (the paper)."""
+        applications (transport quic), and over QUIC the long flow is QUIC too (the paper);
+        a stack's variants need transport stack, whose long flow is kernel TCP's."""
         if param == "long_variant" and not params["long_flow"]:
             return None
-        if params["transport"] == "quic" and not is_quic(variant):
+        # Over transport stack the flow under test is a stack's, the long flow kernel TCP's.
+        long_of_stack = param == "long_variant" and params["transport"] == "stack"
+        wanted = "tcp" if long_of_stack else params["transport"]
+        have = sender_transport(variant)
+        if have == wanted:
+            return None
+        if wanted == "quic":
             return "not a QUIC variant, and the workload's transport is quic (e.g. quic-cubic-iw32)"
-        if params["transport"] == "tcp" and is_quic(variant):
-            return "a QUIC variant: it needs the workload's transport: quic"
-        return None
+        if wanted == "stack":
+            return "not a QUIC stack's variant, and the workload's transport is stack (e.g. quicgo-reno)"
+        if long_of_stack:
+            return "over transport stack the long flow is kernel TCP's (e.g. cubic-iw10)"
+        what = "a QUIC stack's variant" if have == "stack" else "a QUIC variant"
+        return f"{what}: it needs the workload's transport: {have}"
 
     def hosts(self, params: dict) -> HostNeeds:
         return HostNeeds(pairs=2)
@@ -247,9 +263,10 @@ class Competing(Workload):
                    "load_shaper": shaper.as_dict() if shaper else None})
 
 
-def is_quic(variant: Variant) -> bool:
-    """Does the variant's sender run a QUIC endpoint?"""
-    return variant.declared("server", EndHostDefaults()).transport == "quic"
+def sender_transport(variant: Variant) -> str:
+    """What the variant's sender runs: 'tcp' (the kernel's), 'quic' (startlab's QUIC
+    endpoint) or 'stack' (a third-party QUIC stack)."""
+    return variant.declared("server", EndHostDefaults()).transport
 
 
 def competing_spec(apps, size_bytes: int, long_flow: bool, rtt_s: float, rate_bps: float) -> dict:

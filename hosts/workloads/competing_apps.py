@@ -7,6 +7,9 @@ fills the bottleneck, then cl1 fetches one object from sv1. Only the programs di
   tcp   lighttpd on sv1 and curl (HTTP/1.1) on cl1; iperf3 -R from sv2 to cl2;
   quic  startlab-quic-server on sv1 and a one-object startlab-quic-client on cl1; a second
         server on sv2 and a long-running client on cl2 (the paper: both flows QUIC).
+  stack a third-party QUIC stack's own server on sv1 and its client on cl1 (hosts/stacks),
+        the long flow kernel TCP as over tcp (iperf3 -R): every stack raced against the
+        same TCP CUBIC flow, as the paper's TCP long flow.
 
 A QUIC application takes its arguments from the variant installed on its node (the
 server's controller, the client's hint), so a QUIC variant's scheme is exactly what its
@@ -18,11 +21,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from hosts import quic_endpoints
+from hosts.implementations.stack import stack_choice
+from hosts.stacks import stack
+from hosts.stacks.contract import Tls
+from hosts.stacks.endpoints import bound
 from hosts.apps import HTTP_PORT, IPERF_PORT, Iperf3Server, Lighttpd, curl_fetch, iperf3_reverse_client
-from hosts.process import NodeProcess
+from hosts.process import NodeProcess, wait_until
 from hosts.workloads.base import WorkloadError
 
-TRANSPORTS = ("tcp", "quic")
+TRANSPORTS = ("tcp", "quic", "stack")
 
 
 class TcpApps:
@@ -112,7 +119,70 @@ class QuicApps:
         return {name: {**files, **qlog} for name, files in self.FILES.items()}
 
 
+class StackApps(TcpApps):
+    """The flow under test a third-party stack's, the long flow TCP's (TcpApps')."""
+    transport = "stack"
+    capture_filter = "tcp or udp"
+    short_port = 4433
+    # In the run directory: the qlogs of both ends (the server's: its windows; the
+    # client's: where the stack's client reports no FCT, the time its last byte came).
+    QLOG_DIR = "qlog"
+    CLIENT_LOG = "stack-client.log"
+
+    def _chosen(self, session, node, role: str):
+        name, cc = stack_choice(session.endpoint_args(node, role))
+        return stack(name), cc
+
+    def _qlog(self, session, role: str) -> Path:
+        d = session.workdir / self.QLOG_DIR / role
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def __init__(self) -> None:
+        self.served: dict = {}
+
+    def serve_short(self, session, server, docroot: Path) -> None:
+        s, cc = self._chosen(session, server, "server")
+        ip = session.names.server_ip(1)
+        # What the analysis needs of the stack: its datagram size counts the first flight, and
+        # where it writes no qlog, its sources' window is what that flight is checked against.
+        start = s.start(cc)
+        self.served = {"stack": s.name, "version": s.version(), "cc": cc, "datagram_bytes": start.datagram_bytes,
+                       "iw_bytes": start.iw_bytes}
+        # The stack's own files (its certificate, ngtcp2's generated objects) are not results.
+        argv = s.server_argv(ip, self.short_port, cc, Tls.make(session.scratch / "tls"), self._qlog(session, "server"),
+                             session.scratch)
+        proc = session.adopt(f"{s.name} server", NodeProcess(server, argv, session.instance, f"{s.name} server",
+                                                              log_path=session.workdir / f"{s.name}-server.log"))
+        if not wait_until(lambda: bound(server, self.short_port) or not proc.running(), 10) or not proc.running():
+            raise WorkloadError(f"{s.name}'s server did not bind {ip}:{self.short_port}: {proc.output()[-300:]}")
+
+    def report(self, which: str) -> Path | None:
+        return Path(self.QLOG_DIR) / "server" if which == "short" else None
+
+    def fetch(self, session, client, url_path: str, size_bytes: int, timeout_s: float, prior: bool = False) -> dict:
+        if prior:
+            raise WorkloadError("transport stack runs one fetch (no prior_bytes)")
+        s, cc = self._chosen(session, client, "client")
+        argv = s.client_argv(session.names.server_ip(1), self.short_port, size_bytes, cc, self._qlog(session, "client"),
+                             session.scratch, timeout_s)
+        proc = NodeProcess(client, argv, session.instance, f"{s.name} client",
+                           log_path=session.workdir / self.CLIENT_LOG)
+        rc = proc.wait(timeout=timeout_s + 10)
+        proc.stop()
+        got = s.fetched(proc.output(), -1 if rc is None else rc, size_bytes, session.scratch)
+        if not got.ok:
+            raise WorkloadError(f"{s.name}'s fetch got {got.bytes} of {size_bytes} bytes: {got.error}")
+        return {"stack_client": {"stack": s.name, "version": s.version(), "cc": cc, "bytes": got.bytes,
+                                 "fct_s": got.fct_s}}
+
+    def spec(self) -> dict:
+        return {"short": {"qlog_dir": self.QLOG_DIR, "client_log": self.CLIENT_LOG, **self.served}}
+
+
 def apps_for(transport: str, qlog: bool = False) -> TcpApps | QuicApps:
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport '{transport}' (known: {', '.join(TRANSPORTS)})")
+    if transport == "stack":
+        return StackApps()
     return QuicApps(qlog) if transport == "quic" else TcpApps()

@@ -143,9 +143,10 @@ def _normalise_times(stage: Path, bpf: Path | None) -> None:
 
 def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | None) -> tuple[Path, dict]:
     """The ext4 image the guest mounts at the checkout's path: the tracked files as they are
-    in the work tree, the venv, the native release builds, the guest kernel's BPF objects and
-    BUNDLE_DIR (boot script, job, clock record, provisioning's machine-wide tools). Python's byte code is compiled here, once
-    (checked by hash, not by time), rather than in the guest at every import. The same files
+    in the work tree, the venv, the native release builds (the QUIC stacks' programs and
+    venv with them), the guest kernel's BPF objects and BUNDLE_DIR (boot script, job,
+    clock record, provisioning's machine-wide tools). Python's byte code is compiled here,
+    once (checked by hash, not by time), rather than in the guest at every import. The same files
     give the same image, byte for byte (tests/test_virtual_clock_units.py). Returns the image
     and the clock record it carries, with the digest of everything but the job and that
     record (`bundle`): two runs are the same run only from the same bundle, since any
@@ -156,13 +157,15 @@ def make_bundle(checkout: Path, work: Path, job: str, clock: dict, bpf: Path | N
         src = checkout / rel
         if src.is_file() and not src.is_symlink():
             _copy(src, stage / rel)
-    venv = checkout / ".venv"
-    if venv.is_dir():
-        shutil.copytree(venv, stage / ".venv", symlinks=True,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    for exe in sorted((checkout / "target" / "release").glob("startlab-*")):
-        if exe.is_file() and os.access(exe, os.X_OK):
-            _copy(exe, stage / "target" / "release" / exe.name)
+    # The venv, and the QUIC stacks' own (hosts/stacks: aioquic's) beside it.
+    for venv in (checkout / ".venv", *sorted((checkout / ".stacks").glob("*/"))):
+        if venv.is_dir():
+            shutil.copytree(venv, stage / venv.relative_to(checkout), symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+    for sub in ("release", "stacks", "stacks-rust/release"):
+        for exe in sorted((checkout / "target" / sub).glob("startlab-*")):
+            if exe.is_file() and os.access(exe, os.X_OK):
+                _copy(exe, stage / "target" / sub / exe.name)
     extra = stage / BUNDLE_DIR
     extra.mkdir(parents=True)
     for tool in sorted((binaries.TOOLS / "bin").glob("*")):      # STARTLAB_TOOLS in the guest

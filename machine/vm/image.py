@@ -65,14 +65,15 @@ KERNELS = {
 }
 
 # What the checks run inside the guest. The host's checkout brings the venv and the Rust
-# builds; the BPF programs are built in the guest against its own kernel's BTF, as
-# provisioning does on a user's machine (hosts/bpf/build.sh), hence clang and libbpf.
+# builds (and the QUIC stacks' programs and venv, hosts/stacks); the BPF programs are built
+# in the guest against its own kernel's BTF, as provisioning does on a user's machine
+# (hosts/bpf/build.sh), hence clang and libbpf. ngtcp2's stack is Debian's example programs.
 GUEST_PACKAGES = (
     "initramfs-tools", "kmod", "procps", "iproute2", "iputils-ping", "ethtool", "psmisc",
     "mininet", "openvswitch-switch", "bridge-utils", "iperf3", "lighttpd", "curl", "tcpdump",
     "httperf", "vsftpd", "bpftool", "python3", "python3-venv", "python3-yaml", "python3-numpy",
     "python3-scipy", "python3-matplotlib", "python3-pytest", "ca-certificates",
-    "clang", "llvm", "libbpf-dev", "linux-libc-dev", "libc6-dev",
+    "clang", "llvm", "libbpf-dev", "linux-libc-dev", "libc6-dev", "ngtcp2-client", "ngtcp2-server",
 )
 
 
