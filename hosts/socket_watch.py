@@ -151,10 +151,16 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     watch = Watch(port)
+    owner = os.getppid()      # the startlab process that started the watch, through mnexec
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
     print("watching", flush=True)
     seq = 0
     while not stop:
+        if os.getppid() != owner:
+            # Its owner was killed outright (SIGKILL, a failed Slurm node): nobody stops this
+            # watch or reads its report, and its namespace would outlive every link of ours
+            # that `clean` knows it by.
+            return 1
         seq += 1
         watch.add(sample(sock, seq))
         time.sleep(interval)

@@ -40,6 +40,26 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [i for i in items if not i.get_closest_marker("virtual_clock")]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    from machine import clock
+    if clock.is_virtual():
+        item.guest_cpu_before = clock.cpu_times()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """On the virtual clock, each test's guest CPU (busy seconds and guest seconds, its
+    fixtures' setup and teardown included) goes into its JUnit properties: a guest second
+    costs wall time in proportion to the instructions in it, so the busiest tests are the
+    ones to give a smaller path (tests/vm/test_timing_on_virtual_clock.py lists them)."""
+    yield
+    from machine import clock
+    if hasattr(item, "guest_cpu_before"):
+        cpu = clock.guest_cpu(item.guest_cpu_before, clock.cpu_times())
+        item.user_properties += [("guest_busy_s", cpu["busy_s"]), ("guest_s", cpu["seconds"])]
+
+
 def pytest_terminal_summary(terminalreporter):
     """How many timing assertions ran in each of their outcomes (tests/timing.py)."""
     from timing import COUNTS

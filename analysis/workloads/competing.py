@@ -29,7 +29,7 @@ import numpy as np
 
 from analysis import flows, plots, quickstart, stats, summary
 from analysis.packets import Capture, load
-from analysis.workloads import competing_quic
+from analysis.workloads import competing_quic, series
 from analysis.workloads.base import Compared, Plot, Row, Section, WorkloadAnalysis
 from config.sizes import size_label
 from machine.errors import UserError
@@ -37,11 +37,6 @@ from results.campaign import RunRecord
 from results.schema import CAPTURE_FILES
 from wire.tcpip import tcp_mss
 
-# The throughput series starts this long before the short flow's SYN, so a plot
-# shows the long flow alone first, and ends one window after its last byte.
-LEAD_S = 1.0
-STEP_S = 0.005
-MAX_SAMPLES = 5000
 # The time-sequence series keeps at most this many data segments (evenly strided, every
 # retransmission kept): enough to draw Scharf's Figs. 9-10, small enough for metrics.json.
 MAX_SEQ_POINTS = 1500
@@ -96,21 +91,11 @@ def _first_flight(bneck_in: Capture, j: int, dj: int, bneck_out: Capture, k: int
 
 def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] | None,
                 syn: float, end: float, rtt_s: float) -> dict:
-    first = float(client.packets["ts"][0]) if len(client.packets) else syn
-    t0 = max(first, syn - LEAD_S)
-    t1 = end + rtt_s
-    step = max(STEP_S, (t1 - t0) / MAX_SAMPLES)
-    at = np.arange(t0, t1 + step / 2, step)
     pk = client.packets
-    short_mbps = flows.flow_rolling_mbps(pk, short[0], short[1], rtt_s, at)
-    long_mbps = flows.flow_rolling_mbps(pk, long[0] if long else None, long[1] if long else 0, rtt_s, at)
-    long_start = None
-    if long:
-        first_long = float(pk["ts"][flows.flow_mask(pk, long[0], long[1])].min())
-        long_start = flows.startup(first_long, lambda t: flows.flow_rolling_mbps(pk, long[0], long[1], rtt_s, t),
-                                   STEP_S)
-    return {"t": np.round(at - syn, 6).tolist(), "short_mbps": np.round(short_mbps, 3).tolist(),
-            "long_mbps": np.round(long_mbps, 3).tolist(), "window_s": rtt_s, "long_start": long_start}
+    at = series.sample_times(float(pk["ts"][0]) if len(pk) else syn, syn, end, rtt_s)
+    long_mbps, long_start = series.long_tcp(pk, long, rtt_s, at)
+    return series.block(at, syn, flows.flow_rolling_mbps(pk, short[0], short[1], rtt_s, at), long_mbps, rtt_s,
+                        long_start)
 
 
 def _queue(bneck_in: Capture, bneck_out: Capture, syn: float, end: float, at_rel: list[float]) -> dict:
@@ -222,7 +207,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         long_out = {"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
                     "lost_pkts": lb["lost_pkts"], "ce_pkts": lb["ce_pkts"],
                     "lost_ect_pkts": lb["lost_ect_pkts"],
-                    **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - LEAD_S, syn) * 8 / LEAD_S,
+                    **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - series.LEAD_S, syn) * 8 / series.LEAD_S,
                           flows.bytes_in_window(client.packets, lc, ld, syn, end) * 8 / max(end - syn, 1e-9))}
         first_flights["long"] = lb["first_flight"]
         ecn["long"] = lb["ecn"]

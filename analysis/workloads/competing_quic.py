@@ -26,13 +26,11 @@ import numpy as np
 from analysis import flows, quic_flows, quic_sender
 from analysis.flows import FourTuple
 from analysis.packets import Capture, load
+from analysis.workloads import series
 from machine.errors import UserError
 from results.schema import CAPTURE_FILES
 from wire.quic_report import established_connections, last_json_object, udp_payload
 
-LEAD_S = 1.0
-STEP_S = 0.005
-MAX_SAMPLES = 5000
 
 
 def client_report(path: Path) -> dict:
@@ -121,19 +119,13 @@ def flow_figures(caps: dict[str, Capture], t: FourTuple, server: dict, client: d
 
 
 def _throughput(dg, short: FourTuple, long: Optional[FourTuple], syn: float, end: float, rtt_s: float) -> dict:
-    first = float(np.min(dg["ts"])) if len(dg) else syn
-    t0 = max(first, syn - LEAD_S)
-    t1 = end + rtt_s
-    step = max(STEP_S, (t1 - t0) / MAX_SAMPLES)
-    at = np.arange(t0, t1 + step / 2, step)
+    at = series.sample_times(float(np.min(dg["ts"])) if len(dg) else syn, syn, end, rtt_s)
     long_start = None
     if long is not None:
         long_start = flows.startup(quic_flows.first_time(dg, long),
-                                   lambda t: quic_flows.rolling_mbps(dg, long, rtt_s, t), STEP_S)
-    return {"t": np.round(at - syn, 6).tolist(),
-            "short_mbps": np.round(quic_flows.rolling_mbps(dg, short, rtt_s, at), 3).tolist(),
-            "long_mbps": np.round(quic_flows.rolling_mbps(dg, long, rtt_s, at), 3).tolist(),
-            "window_s": rtt_s, "long_start": long_start}
+                                   lambda t: quic_flows.rolling_mbps(dg, long, rtt_s, t), series.STEP_S)
+    return series.block(at, syn, quic_flows.rolling_mbps(dg, short, rtt_s, at),
+                        quic_flows.rolling_mbps(dg, long, rtt_s, at), rtt_s, long_start)
 
 
 def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]:
@@ -172,9 +164,9 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]
         lfig, blocks["long"] = flow_figures(caps, long, lserver, lclient, rtt_s, size)
         dg = caps["client"].datagrams
         long_in = quic_flows.bytes_in_window(dg, long, syn, end)
-        before = quic_flows.bytes_in_window(dg, long, syn - LEAD_S, syn)
+        before = quic_flows.bytes_in_window(dg, long, syn - series.LEAD_S, syn)
         long_out = {"bytes": int(lclient.get("bytes") or 0), **lfig,
-                    **flows.dip(before * 8 / LEAD_S, long_in * 8 / max(end - syn, 1e-9))}
+                    **flows.dip(before * 8 / series.LEAD_S, long_in * 8 / max(end - syn, 1e-9))}
         fairness = quic_flows.bytes_in_window(dg, short, syn, end) / long_in if long_in else None
 
     for which, line in (("short", server), ("long", lserver)):

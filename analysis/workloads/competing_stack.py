@@ -28,7 +28,7 @@ import numpy as np
 
 from analysis import flows, quic_flows, quic_sender
 from analysis.packets import load
-from analysis.workloads import competing, competing_quic
+from analysis.workloads import competing, competing_quic, series
 from machine.errors import UserError
 from results.schema import CAPTURE_FILES
 from wire import qlog_events
@@ -117,8 +117,8 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], app: dict[str, Any], mss: i
         long_in = flows.bytes_in_window(client.packets, lc, ld, syn, end)
         long_out = {"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
                     "lost_pkts": lb["lost_pkts"], "ce_pkts": lb["ce_pkts"], "lost_ect_pkts": lb["lost_ect_pkts"],
-                    **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - competing.LEAD_S, syn) * 8
-                                / competing.LEAD_S, long_in * 8 / max(end - syn, 1e-9))}
+                    **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - series.LEAD_S, syn) * 8
+                                / series.LEAD_S, long_in * 8 / max(end - syn, 1e-9))}
         blocks["long"] = {"first_flight": lb["first_flight"], "ecn": lb["ecn"]}
         fairness = quic_flows.bytes_in_window(client.datagrams, short, syn, end) / long_in if long_in else None
 
@@ -154,15 +154,6 @@ def _throughput(caps: dict, short, long: Optional[tuple[int, int]], syn: float, 
     long flow's TCP segments, on one time base from the short flow's first datagram."""
     dg, pk = caps["client"].datagrams, caps["client"].packets
     first = min([float(x) for x in (dg["ts"].min() if len(dg) else syn, pk["ts"].min() if len(pk) else syn)])
-    t0, t1 = max(first, syn - competing.LEAD_S), end + rtt_s
-    step = max(competing.STEP_S, (t1 - t0) / competing.MAX_SAMPLES)
-    at = np.arange(t0, t1 + step / 2, step)
-    long_mbps = flows.flow_rolling_mbps(pk, long[0] if long else None, long[1] if long else 0, rtt_s, at)
-    long_start = None
-    if long:
-        first_long = float(pk["ts"][flows.flow_mask(pk, long[0], long[1])].min())
-        long_start = flows.startup(first_long, lambda t: flows.flow_rolling_mbps(pk, long[0], long[1], rtt_s, t),
-                                   competing.STEP_S)
-    return {"t": np.round(at - syn, 6).tolist(),
-            "short_mbps": np.round(quic_flows.rolling_mbps(dg, short, rtt_s, at), 3).tolist(),
-            "long_mbps": np.round(long_mbps, 3).tolist(), "window_s": rtt_s, "long_start": long_start}
+    at = series.sample_times(first, syn, end, rtt_s)
+    long_mbps, long_start = series.long_tcp(pk, long, rtt_s, at)
+    return series.block(at, syn, quic_flows.rolling_mbps(dg, short, rtt_s, at), long_mbps, rtt_s, long_start)

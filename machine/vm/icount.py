@@ -57,6 +57,8 @@ BUNDLE_UUID = "5ad1ab00-0000-4000-8000-000000000001"
 BUNDLE_EPOCH = 1577836800       # 2020-01-01, RTC_BASE: every file's time in the bundle
 ALIGN = 128 << 20
 EXIT_PREFIX = "startlab-job: exit "
+# The guest kernel's switches that decide its speed, recorded with the clock.
+KERNEL_ARGS = f"nokaslr mitigations=off {qemu.TCG_KERNEL_ARGS}"
 
 
 @lru_cache(maxsize=1)
@@ -86,7 +88,7 @@ def clock_record(image: Image, kernel: Kernel, seed: int, shift: int = SHIFT) ->
     _, _, release = image.boot_files(kernel)
     return {"shift": shift, "seed": seed, "qemu": qemu_version(), "machine": MACHINE, "accel": ACCEL,
             "cpus": CPUS, "memory_mb": MEMORY_MB, "rtc_base": RTC_BASE, "kernel": release,
-            "image": image.dir.name}
+            "image": image.dir.name, "kernel_args": KERNEL_ARGS}
 
 
 def _aligned(n: int) -> int:
@@ -98,7 +100,7 @@ def argv(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, 
     vmlinuz, initrd, _ = image.boot_files(kernel)
     root_size, bundle_size = _aligned(image.disk.stat().st_size), bundle.stat().st_size
     append = (f"root=/dev/pmem0 rw rootfstype=ext4 console=ttyS0 init=/sbin/startlab-vinit panic=-1 "
-              f"nokaslr mitigations=off quiet startlab.checkout={checkout}")
+              f"{KERNEL_ARGS} quiet startlab.checkout={checkout}")
     maxmem = MEMORY_MB + (root_size + bundle_size) // (1 << 20)
     return [QEMU, "-machine", f"{MACHINE},nvdimm=on", "-accel", ACCEL, "-cpu", "max", "-smp", str(CPUS),
             "-m", f"{MEMORY_MB}M,slots=2,maxmem={maxmem}M",

@@ -46,6 +46,15 @@ class Boot:
     why: str = ""       # when rc is None: what went wrong
 
 
+# A guest under TCG: every process at the same addresses (`norandmaps`). TCG reuses a block
+# it translated only at the same virtual address (x86 blocks became position-independent in
+# QEMU 8.0; Debian's is 7.2), so with randomised mappings each new process translated its
+# libraries again: measured on the virtual clock, 300 `sleep`s, 20 `python3 -c pass` and
+# 100 `ip link show` took 23 s of wall time with randomised mappings and 10 s without (the
+# same guest seconds).
+TCG_KERNEL_ARGS = "norandmaps"
+
+
 def kvm_usable() -> bool:
     return os.access("/dev/kvm", os.R_OK | os.W_OK)
 
@@ -53,7 +62,7 @@ def kvm_usable() -> bool:
 def _argv(image: Image, kernel: Kernel, checkout: Path, job: Path, accel: str, cpus: int) -> list[str]:
     vmlinuz, initrd, _ = image.boot_files(kernel)
     append = (f"root=/dev/vda rw console=ttyS0 init=/sbin/startlab-init panic=-1 "
-              f"startlab.checkout={checkout}")
+              f"startlab.checkout={checkout}" + ("" if accel == "kvm" else f" {TCG_KERNEL_ARGS}"))
     return [QEMU, "-machine", f"q35,accel={accel}", "-cpu", "host" if accel == "kvm" else "max",
             "-smp", str(cpus), "-m", str(MEMORY_MB), "-display", "none", "-monitor", "none",
             "-no-reboot", "-nic", "none", "-serial", f"file:{job / 'console.log'}",

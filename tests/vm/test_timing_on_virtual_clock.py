@@ -37,9 +37,10 @@ KERNEL = "6.12"
 SHARES = 2
 GBN_MODULE = "tests/test_faststart_gbn.py"
 # Measured on an idle 2-core machine here: about 25 s of wall time per test function of a
-# share (two shares of 53 tests in all: 723 s and 576 s, the step's guest timeline). It only
+# share (two shares of 57 tests in all: 714 s and 601 s, the step's guest timeline). It only
 # orders the step's jobs.
 WALL_S_PER_TEST = 25
+BUSIEST = 20          # tests listed by guest CPU: the candidates for a smaller path
 
 
 def virtual_clock_modules() -> list[str]:
@@ -70,9 +71,10 @@ def deal(modules: list[str], guests: int) -> list[list[str]]:
 
 
 def guest_outcomes(modules: list[str], kernel: str, name: str, tmp_path: Path,
-                   stop=None) -> tuple[dict[str, str], str, object]:
+                   stop=None) -> tuple[dict[str, str], str, object, dict[str, tuple[float, float]]]:
     """Each test's outcome in a guest of `kernel` ("passed", or what went wrong), the
-    guest's pytest output and the boot. Its progress lines start with `name`."""
+    guest's pytest output, the boot, and each test's (guest busy s, guest s) from its JUnit
+    properties (tests/conftest.py). Its progress lines start with `name`."""
     from cli.virtual import pytest_in_guest
 
     def progress(message: str) -> None:
@@ -82,8 +84,11 @@ def guest_outcomes(modules: list[str], kernel: str, name: str, tmp_path: Path,
     sys.stderr.write(f"[{name}] " + output[-4000:])
     assert (out / "junit.xml").is_file(), f"the guest's pytest wrote no JUnit XML (exit {boot.rc}): {output[-2000:]}"
     cases = ET.parse(out / "junit.xml").getroot().iter("testcase")
-    outcome = {}
+    outcome, cost = {}, {}
     for c in cases:
+        props = {p.get("name"): float(p.get("value")) for p in c.iter("property")}
+        if "guest_s" in props:
+            cost[f"{c.get('classname')}::{c.get('name')}"] = (props["guest_busy_s"], props["guest_s"])
         bad = next((c.find(k) for k in ("failure", "error", "skipped") if c.find(k) is not None), None)
         outcome[f"{c.get('classname')}::{c.get('name')}"] = (
             "passed" if bad is None else f"{bad.tag}: {(bad.get('message') or '')[:400]}")
@@ -92,7 +97,7 @@ def guest_outcomes(modules: list[str], kernel: str, name: str, tmp_path: Path,
     assert not wrong, (f"on the virtual clock ({kernel}, {name}: {' '.join(modules)}):\n"
                        + "\n".join(f"{k}: {v}" for k, v in wrong.items()))
     assert (out / "rc").read_text().strip() == "0", output[-2000:]
-    return outcome, output, boot
+    return outcome, output, boot, cost
 
 
 HANDS = deal(virtual_clock_modules(), SHARES)
@@ -105,20 +110,25 @@ JOBS["6.1 fs-gbn"] = Job(partial(guest_outcomes, [GBN_MODULE], "6.1", "6.1 fs-gb
 
 def test_the_timing_tests_pass_on_the_virtual_clock(guests: dict) -> None:
     results = {name: guests[name].result() for name in SHARE_JOBS}
-    outcome = {k: v for o, _, _ in results.values() for k, v in o.items()}
-    counted = sum(int(m.group(1)) for _, out, _ in results.values()
+    outcome = {k: v for o, _, _, _ in results.values() for k, v in o.items()}
+    counted = sum(int(m.group(1)) for _, out, _, _ in results.values()
                   for m in [re.search(r"timing assertions: (\d+) on the virtual clock", out)] if m)
-    for name, (o, _, boot) in results.items():
+    for name, (o, _, boot, _) in results.items():
         print(f"{name}: {len(o)} tests passed, {boot.guest_s} guest s in {boot.wall_s:.0f} s wall")
+    cost = {k: v for _, _, _, c in results.values() for k, v in c.items()}
+    print(f"the busiest {min(BUSIEST, len(cost))} of {len(cost)} tests (guest busy s, guest s, busy):")
+    for test, (busy, seconds) in sorted(cost.items(), key=lambda kv: -kv[1][0])[:BUSIEST]:
+        print(f"  {busy:7.1f} {seconds:7.1f} {busy / seconds if seconds else 0:5.0%}  {test}")
     print(f"{len(outcome)} tests passed in {len(results)} guests, {counted} timing assertions on the "
           "virtual clock")
-    assert len(outcome) == sum(len(o) for o, _, _ in results.values()), "a test ran in two guests"
+    assert len(outcome) == sum(len(o) for o, _, _, _ in results.values()), "a test ran in two guests"
+    assert set(cost) == set(outcome), f"no guest CPU recorded for {sorted(set(outcome) - set(cost))}"
     assert counted > 0, "no timing assertion ran on the virtual clock"
 
 
 def test_fast_starts_recovery_from_multiple_losses_on_debian_12s_kernel(guests: dict) -> None:
     """The kernel module of fs-gbn (hosts/kmod) is built for each kernel it runs on: its
     wire test runs on 6.1 as well (6.12 runs it with the group above)."""
-    outcome, _, boot = guests["6.1 fs-gbn"].result()
+    outcome, _, boot, _ = guests["6.1 fs-gbn"].result()
     assert len(outcome) == 2, outcome
     print(f"fs-gbn's wire tests on 6.1: {boot.guest_s} guest s in {boot.wall_s:.0f} s wall")
