@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from results.schema import ERROR_FILE, FAILED_SUFFIX, REPORT_MD, SUMMARY_JSON
+from results.schema import ERROR_FILE, FAILED_SUFFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,10 +86,6 @@ def test_a_codel_that_marks_is_counted_on_the_wire_and_every_flow_set_up_ecn(tmp
     queue = metrics["queue"]
     print(f"queueing delay while the short flow ran: {queue}")
     assert queue["samples"] > 0 and 0 <= queue["p50_ms"] <= queue["p99_ms"] <= queue["max_ms"] <= drain_ms + 1
-    # The report says so beside the losses (in a guest `run` leaves the report to the host, as
-    # a campaign on the virtual clock does: written here).
-    subprocess.run([sys.executable, str(ROOT / "run.py"), "report", str(out)], check=True, capture_output=True,
-                   timeout=300)
-    figures = {f["figure"]: f["value"] for f in json.loads((out / SUMMARY_JSON).read_text())["figures"]}
-    assert figures["ecn_ratio"] == 1.0 and figures["marks_mean_pkts"] == metrics["short"]["ce_pkts"], figures
-    assert "CE marks mean" in (out / REPORT_MD).read_text()
+    # The report's ECN section from these figures is the report's business, tested on a
+    # crafted campaign (tests/test_report.py): drawing its plots in the guest cost this test
+    # about a third of its guest CPU (profiled in a guest: the report 13 s of 36 busy).

@@ -447,3 +447,26 @@ def test_a_campaign_behind_several_queues_compares_each_variant_across_the_queue
     # A campaign behind one queue has no such table.
     assert queues.queue_rows(*load_campaign(full), ANALYSIS) == []
     assert "Behind each queue" not in (full / "report.md").read_text()
+
+
+def test_ce_marks_and_the_ecn_handshake_get_their_own_section(tmp_path):
+    """A cell whose runs set up ECN and saw CE marks (metrics as the analysis writes them
+    from the wire: tests/test_metrics.py, tests/test_ecn_run.py) gets the ECN figures in the
+    summary and the report's ECN section; a cell without any has neither."""
+    root = make_campaign(tmp_path / "c", variants=("slowstart", "blitz"), sizes=(70_000,), profiles=("dsl",), reps=4)
+    marks = {0: 3, 1: 5, 2: 4, 3: 8}
+    for path in root.glob("dsl-*-blitz-*/metrics.json"):
+        rep = int(path.parent.name.rsplit("-", 1)[1])
+        metrics = json.loads(path.read_text())
+        metrics["short"]["ce_pkts"] = marks[rep]
+        metrics["flows"] = {"short": {"ecn": rep != 3}, "long": {"ecn": True}}
+        path.write_text(json.dumps(metrics))
+    write_report(root)
+    figures = {(f["variant"], f["figure"]): f["value"]
+               for f in json.loads((root / schema.SUMMARY_JSON).read_text())["figures"]}
+    assert figures[("blitz", "ecn_ratio")] == 0.75
+    assert figures[("blitz", "marks_mean_pkts")] == 5.0
+    assert figures.get(("slowstart", "ecn_ratio")) is None and figures.get(("slowstart", "marks_mean_pkts")) is None
+    report = (root / schema.REPORT_MD).read_text()
+    ecn = report[report.index("CE marks mean"):]
+    assert "| dsl | 70KB | blitz | 4 | 75% |" in ecn and "slowstart" not in ecn.split("\n\n")[0]
