@@ -98,6 +98,17 @@ def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] |
                         long_start)
 
 
+def long_tcp(client: Capture, long: tuple[int, int], lb: dict, syn: float, end: float) -> tuple[dict, int]:
+    """The long TCP flow's figures (`lb`: its own at the bottleneck) and the bytes it
+    delivered while the flow under test ran, `syn` to `end`."""
+    lc, ld = long
+    during = flows.bytes_in_window(client.packets, lc, ld, syn, end)
+    before = flows.bytes_in_window(client.packets, lc, ld, syn - series.LEAD_S, syn)
+    return ({"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
+             "lost_pkts": lb["lost_pkts"], "ce_pkts": lb["ce_pkts"], "lost_ect_pkts": lb["lost_ect_pkts"],
+             **series.long_dip(before, during, syn, end)}, during)
+
+
 def _queue(bneck_in: Capture, bneck_out: Capture, syn: float, end: float, at_rel: list[float]) -> dict:
     """The queueing delay the servers' segments met at the bottleneck, from the two captures
     around it (flows.queue_transits): its percentiles while the short flow ran (SYN to its
@@ -202,16 +213,10 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         long = _flow(client, long_port)
         if long is None:
             raise UserError(f"{client.path}: no connection to server port {long_port} (the long flow)")
-        lc, ld = long
-        lb = _at_bottleneck(client, lc, long_port, bneck_in, bneck_out, mss)
-        long_out = {"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
-                    "lost_pkts": lb["lost_pkts"], "ce_pkts": lb["ce_pkts"],
-                    "lost_ect_pkts": lb["lost_ect_pkts"],
-                    **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - series.LEAD_S, syn) * 8 / series.LEAD_S,
-                          flows.bytes_in_window(client.packets, lc, ld, syn, end) * 8 / max(end - syn, 1e-9))}
+        lb = _at_bottleneck(client, long[0], long_port, bneck_in, bneck_out, mss)
+        long_out, long_in_window = long_tcp(client, long, lb, syn, end)
         first_flights["long"] = lb["first_flight"]
         ecn["long"] = lb["ecn"]
-        long_in_window = flows.bytes_in_window(client.packets, lc, ld, syn, end)
         short_in_window = flows.bytes_in_window(client.packets, sc, sd, syn, end)
         fairness = short_in_window / long_in_window if long_in_window else None
 

@@ -32,7 +32,6 @@ from results.schema import CAPTURE_FILES
 from wire.quic_report import established_connections, last_json_object, udp_payload
 
 
-
 def client_report(path: Path) -> dict:
     """The client's JSON object (the last JSON line of its log)."""
     try:
@@ -165,8 +164,7 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], mtu: int) -> dict[str, Any]
         dg = caps["client"].datagrams
         long_in = quic_flows.bytes_in_window(dg, long, syn, end)
         before = quic_flows.bytes_in_window(dg, long, syn - series.LEAD_S, syn)
-        long_out = {"bytes": int(lclient.get("bytes") or 0), **lfig,
-                    **flows.dip(before * 8 / series.LEAD_S, long_in * 8 / max(end - syn, 1e-9))}
+        long_out = {"bytes": int(lclient.get("bytes") or 0), **lfig, **series.long_dip(before, long_in, syn, end)}
         fairness = quic_flows.bytes_in_window(dg, short, syn, end) / long_in if long_in else None
 
     for which, line in (("short", server), ("long", lserver)):

@@ -24,8 +24,6 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
-
 from analysis import flows, quic_flows, quic_sender
 from analysis.packets import load
 from analysis.workloads import competing, competing_quic, series
@@ -112,13 +110,8 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], app: dict[str, Any], mss: i
         long = competing._flow(client, long_port)
         if long is None:
             raise UserError(f"{client.path}: no connection to server port {long_port} (the long flow)")
-        lc, ld = long
-        lb = competing._at_bottleneck(client, lc, long_port, bneck_in, bneck_out, mss)
-        long_in = flows.bytes_in_window(client.packets, lc, ld, syn, end)
-        long_out = {"bytes": flows.delivered_bytes(client.conns, lc, ld), "retx_pkts": lb["retx_pkts"],
-                    "lost_pkts": lb["lost_pkts"], "ce_pkts": lb["ce_pkts"], "lost_ect_pkts": lb["lost_ect_pkts"],
-                    **flows.dip(flows.bytes_in_window(client.packets, lc, ld, syn - series.LEAD_S, syn) * 8
-                                / series.LEAD_S, long_in * 8 / max(end - syn, 1e-9))}
+        lb = competing._at_bottleneck(client, long[0], long_port, bneck_in, bneck_out, mss)
+        long_out, long_in = competing.long_tcp(client, long, lb, syn, end)
         blocks["long"] = {"first_flight": lb["first_flight"], "ecn": lb["ecn"]}
         fairness = quic_flows.bytes_in_window(client.datagrams, short, syn, end) / long_in if long_in else None
 

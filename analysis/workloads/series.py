@@ -31,6 +31,12 @@ def long_tcp(pk, long: Optional[tuple[int, int]], rtt_s: float, at: np.ndarray) 
     return mbps, flows.startup(first, lambda t: flows.flow_rolling_mbps(pk, long[0], long[1], rtt_s, t), STEP_S)
 
 
+def long_dip(before_bytes: int, during_bytes: int, syn: float, end: float) -> dict:
+    """The long flow's rate over the LEAD_S before `syn` against its rate from `syn` to `end`
+    (flows.dip), from the bytes it delivered in each."""
+    return flows.dip(before_bytes * 8 / LEAD_S, during_bytes * 8 / max(end - syn, 1e-9))
+
+
 def block(t: np.ndarray, syn: float, short_mbps: np.ndarray, long_mbps: np.ndarray, rtt_s: float,
           long_start: Optional[float]) -> dict:
     """The series as metrics.json keeps it: times from `syn`, rates in Mbit/s."""
