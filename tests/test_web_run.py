@@ -1,5 +1,6 @@
-"""A small web run through run.py (root): two users for 20 s in each HTTP mode, over a
-Quick-Start variant, checked from the captures and httperf's logs.
+"""A small web run through run.py (root): two users for 10 s in each HTTP mode, over a
+Quick-Start variant, checked from the captures and httperf's logs. The seed schedules three
+pages a mode, two of them of three objects, so pipelining has a page to show itself on.
 
 Every page httperf logged was served (its requests are on the wire and the server sent at
 least the bytes httperf received) and counted (it is among the run's pages with a
@@ -34,7 +35,7 @@ workload:
   mode: [http10, http11, http11-pipelined]
   users: 2
   clients: 2
-  duration_s: 20
+  duration_s: 10
   seed: 3
   max_file_bytes: 500000
 variants: [qs-reno]

@@ -9,14 +9,18 @@
 #define TCP_FLAG_ACK 0x10
 
 /* Offset of the Quick-Start option from the start of the IPv4 options, or -1. The options
- * are a TLV list (RFC 791): end-of-list 0, no-op 1, else type, length, body. */
+ * are a TLV list (RFC 791): end-of-list 0, no-op 1, else type, length, body. The loop ends
+ * because every step moves `i` on by at least one and `i` is bounded: with no iteration
+ * counter beside it, the verifier's states at the loop's head differ only in `i` and prune
+ * (a counter made every iteration a state of its own: 164,865 instructions verified for the
+ * receiver and 287,589 for the router, against 8,293 and 27,715 without). */
 static __always_inline int qs_find(struct iphdr *ip, void *end)
 {
 	int optlen = ip->ihl * 4 - 20;
 	__u8 *opts = (void *)(ip + 1);
 	int i = 0;
 
-	for (int n = 0; n < 20; n++) {
+	for (;;) {
 		__u8 *p;
 
 		if (i < 0 || i >= optlen || i > 38)

@@ -87,7 +87,7 @@ def clock_record(image: Image, kernel: Kernel, seed: int, shift: int = SHIFT) ->
     """What every run's meta.json keeps of the clock it ran on (machine/clock.py reads it)."""
     _, _, release = image.boot_files(kernel)
     return {"shift": shift, "seed": seed, "qemu": qemu_version(), "machine": MACHINE, "accel": ACCEL,
-            "cpus": CPUS, "memory_mb": MEMORY_MB, "rtc_base": RTC_BASE, "kernel": release,
+            "cpu": qemu.TCG_CPU, "cpus": CPUS, "memory_mb": MEMORY_MB, "rtc_base": RTC_BASE, "kernel": release,
             "image": image.dir.name, "kernel_args": KERNEL_ARGS}
 
 
@@ -102,7 +102,7 @@ def argv(image: Image, kernel: Kernel, bundle: Path, checkout: Path, job: Path, 
     append = (f"root=/dev/pmem0 rw rootfstype=ext4 console=ttyS0 init=/sbin/startlab-vinit panic=-1 "
               f"{KERNEL_ARGS} quiet startlab.checkout={checkout}")
     maxmem = MEMORY_MB + (root_size + bundle_size) // (1 << 20)
-    return [QEMU, "-machine", f"{MACHINE},nvdimm=on", "-accel", ACCEL, "-cpu", "max", "-smp", str(CPUS),
+    return [QEMU, "-machine", f"{MACHINE},nvdimm=on", "-accel", ACCEL, "-cpu", qemu.TCG_CPU, "-smp", str(CPUS),
             "-m", f"{MEMORY_MB}M,slots=2,maxmem={maxmem}M",
             "-icount", f"shift={shift},sleep=off,align=off", "-rtc", f"base={RTC_BASE},clock=vm",
             "-seed", str(seed), "-display", "none", "-monitor", "none", "-no-reboot", "-nic", "none",

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "vm"))
 
-from jobs import Job  # noqa: E402
+from jobs import SUMMARY, Job  # noqa: E402
 from leftovers import assert_nothing_left, vm_leftovers  # noqa: E402
 
 # One guest per core, at most two (this machine's count; more guests than cores only share
@@ -56,6 +56,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
     for name, (start, end) in sorted(TIMELINE.items(), key=lambda kv: kv[1][0]):
         span = "unfinished" if end is None else f"to {end:4.0f} s ({end - start:4.0f} s)"
         terminalreporter.write_line(f"from {start:4.0f} s {span}  {name}")
+    for title, lines in SUMMARY.items():
+        terminalreporter.section(title)
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+# Lines a test adds to the step's closing summary, by section title (tests/vm/conftest.py
+# prints them after the guests' timeline): pytest keeps a passing test's own output.
+SUMMARY: dict[str, list[str]] = {}
+
 
 @dataclass(frozen=True)
 class Job:

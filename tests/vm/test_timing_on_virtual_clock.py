@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "vm"))
 
-from jobs import Job  # noqa: E402
+from jobs import SUMMARY, Job  # noqa: E402
 
 KERNEL = "6.12"
 # Two shares, one per core of a 2-core machine: the group is about 330 guest seconds, and a
@@ -116,9 +116,10 @@ def test_the_timing_tests_pass_on_the_virtual_clock(guests: dict) -> None:
     for name, (o, _, boot, _) in results.items():
         print(f"{name}: {len(o)} tests passed, {boot.guest_s} guest s in {boot.wall_s:.0f} s wall")
     cost = {k: v for _, _, _, c in results.values() for k, v in c.items()}
-    print(f"the busiest {min(BUSIEST, len(cost))} of {len(cost)} tests (guest busy s, guest s, busy):")
-    for test, (busy, seconds) in sorted(cost.items(), key=lambda kv: -kv[1][0])[:BUSIEST]:
-        print(f"  {busy:7.1f} {seconds:7.1f} {busy / seconds if seconds else 0:5.0%}  {test}")
+    SUMMARY[f"the busiest {min(BUSIEST, len(cost))} of the {len(cost)} tests on the virtual clock "
+            f"({sum(b for b, _ in cost.values()):.0f} busy of {sum(s for _, s in cost.values()):.0f} guest s)"] = [
+        f"{busy:6.1f} busy of {seconds:6.1f} guest s  {test}"
+        for test, (busy, seconds) in sorted(cost.items(), key=lambda kv: -kv[1][0])[:BUSIEST]]
     print(f"{len(outcome)} tests passed in {len(results)} guests, {counted} timing assertions on the "
           "virtual clock")
     assert len(outcome) == sum(len(o) for o, _, _, _ in results.values()), "a test ran in two guests"
