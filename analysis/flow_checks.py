@@ -90,9 +90,13 @@ def flow_checks(meta: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str,
 
 def _flight_fits(flight: dict[str, Any], window: int) -> bool:
     """Is a first flight the `window` (in segments) it should be, or the whole flow if that
-    is smaller, within the flight's own counting tolerance (0 for TCP's exact segments)?"""
+    is smaller, within the flight's own counting tolerance (0 for TCP's exact segments)?
+    Above it, also what acknowledgements of datagrams before the flight's data may have let
+    out (a QUIC flight's `released_segments`)."""
     expected = min(window, int(flight["total_segments"]))
-    return abs(int(flight["segments"]) - expected) <= int(flight.get("tolerance_segments", 0))
+    tolerance = int(flight.get("tolerance_segments", 0))
+    over = int(flight["segments"]) - expected
+    return -tolerance <= over <= tolerance + int(flight.get("released_segments", 0))
 
 
 def _short_flight(flight: dict[str, Any], iw: Any, reported: Any) -> bool:

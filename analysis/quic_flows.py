@@ -27,6 +27,9 @@ ACK_RTT_SHARE = 0.9
 # Small packets of the flight (HANDSHAKE_DONE, acknowledgements) may add up to one datagram
 # when the flight is counted in bytes ÷ datagram size.
 FLIGHT_TOLERANCE_DATAGRAMS = 1
+# What an acknowledgement of a datagram sent before the flight's data may let out in slow
+# start: its space and one full datagram of growth (first_flight's `released_segments`).
+RELEASED_PER_EARLY_DATAGRAM = 2
 # How a sender's start flight can end before its window is out (first_flight's `sender`).
 SENDER_ENDS = ("ack", "loss")
 
@@ -100,6 +103,14 @@ def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
     can be in the flight itself: a loss is declared on an acknowledgement or a probe
     timeout, neither of which comes before the flight's end.
 
+    `released_segments`: what acknowledgements of the flight's datagrams before its first
+    data (HANDSHAKE_DONE, sent early by a server whose application starts late) may have
+    added to it. Such an acknowledgement can come back within the flight's span, one RTT
+    after that datagram, and in slow start it frees the datagram's space and grows the
+    window by up to one full datagram (RFC 9002 §7.3.1 by bytes, Google QUIC's sender by a
+    full datagram per packet): two datagrams each, counted only when a receiver datagram
+    arrived in that span. The wire cannot tell them from the window's; a check allows them.
+
     `sender`: the sender's own account of its start flight (the QUIC server's
     `start_flight`). When the first acknowledgement came back before the window was out
     (a paced window longer than the RTT: `ended_by` "ack", or "loss"), the wire's end above
@@ -108,7 +119,7 @@ def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
     and the sender count the same span. `ended_by` says which end was used.
     """
     empty = {"segments": 0, "bytes": 0, "datagrams": 0, "total_segments": 0,
-             "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS, "ended_by": "wire"}
+             "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS, "released_segments": 0, "ended_by": "wire"}
     ts, size = dg["ts"], payload(dg)
     out = tuple_mask(dg, t) & (dg["qlong"] == 0)
     back = tuple_mask(dg, reverse(t))
@@ -129,13 +140,16 @@ def first_flight(dg: Datagrams, t: FourTuple, rtt_s: float, datagram_size: int,
     if sender and sender.get("ended_by") in SENDER_ENDS and sender.get("end_unix_s") is not None:
         end, ended_by = float(sender["end_unix_s"]), str(sender["ended_by"])
     flight = after & (ts < end)
+    early = flight & (ts < first_data)
+    early_acks = back & (ts >= start + ACK_RTT_SHARE * rtt_s) & (ts < end)
+    released = RELEASED_PER_EARLY_DATAGRAM * int(early.sum()) if early_acks.any() else 0
     nbytes = int(size[flight].sum())
     total = max(nbytes, int(size[after].sum()) - int(resent_bytes))
     d = max(1, int(datagram_size))
     span = float(ts[flight].max()) - first_data if flight.any() else 0.0
     return {"segments": math.ceil(nbytes / d), "bytes": nbytes, "datagrams": int(flight.sum()),
             "total_segments": math.ceil(total / d), "tolerance_segments": FLIGHT_TOLERANCE_DATAGRAMS,
-            "ended_by": ended_by, "span_s": round(max(0.0, span), 6)}
+            "released_segments": released, "ended_by": ended_by, "span_s": round(max(0.0, span), 6)}
 
 
 def disturbed(flight: dict[str, Any], handshake_rtt_s: float, sender: dict | None) -> str:

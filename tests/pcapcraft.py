@@ -41,6 +41,7 @@ class Packet:
     ipid: int = 0
     win: int = 65535
     tos: int = 0                  # DSCP and ECN: 2 = ECT(0), 3 = CE
+    ip_options: bytes = b""       # IPv4 options (Quick-Start's), padded with end-of-list
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ def _ip(addr: str) -> bytes:
 
 
 def ipv4_tcp(p: Packet) -> bytes:
-    """IPv4 + TCP headers (20 + 32 bytes, TCP timestamps option as on Linux) plus payload."""
+    """IPv4 (20 bytes and its options) + TCP headers (32 bytes, the timestamps option as on
+    Linux) plus payload."""
     tcp_opts = b"\x01\x01\x08\x0a" + struct.pack("!II", 1, 2)
     tcp = struct.pack(
         "!HHIIBBHHH",
@@ -83,9 +85,11 @@ def ipv4_tcp(p: Packet) -> bytes:
         0,
         0,
     ) + tcp_opts
-    total = 20 + len(tcp) + p.payload
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, p.tos, total, p.ipid & 0xFFFF, 0x4000, 64, 6, 0, _ip(p.src), _ip(p.dst))
-    return ip + tcp + bytes(p.payload)
+    options = p.ip_options + bytes(-len(p.ip_options) % 4)
+    total = 20 + len(options) + len(tcp) + p.payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x40 | (5 + len(options) // 4), p.tos, total, p.ipid & 0xFFFF, 0x4000, 64, 6,
+                     0, _ip(p.src), _ip(p.dst))
+    return ip + options + tcp + bytes(p.payload)
 
 
 def ipv4_udp(d: Datagram) -> bytes:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import pcapcraft
 from hosts.bpf import loader
 from wire import quickstart as qs
 
@@ -31,7 +32,7 @@ pytestmark = [pytest.mark.root]
 # (receiver) and 27,715 (router) on 6.18 after the change, 164,865 and 287,589 before.
 VERIFIED_MAX = 60_000
 CLIENT, SERVER = "10.0.0.1", "10.0.0.2"
-IP_TTL = 64
+IP_TTL = 64                       # what pcapcraft frames carry
 
 
 @pytest.fixture
@@ -63,17 +64,6 @@ def load(obj: Path, where: Path) -> dict[str, int]:
             verified[prog] = int(m.group(1))
             prog = None
     return verified
-
-
-def frame(options: bytes, client_port: int) -> bytes:
-    """An Ethernet frame: IPv4 from the server to the client with `options` (padded with
-    end-of-list to a word), then a SYN-ACK's TCP header."""
-    options += bytes(-len(options) % 4)
-    ihl = 5 + len(options) // 4
-    tcp = struct.pack("!HHIIBBHHH", 80, client_port, 1, 1, 5 << 4, 0x12, 65535, 0, 0)
-    ip = struct.pack("!BBHHHBBH4s4s", 0x40 | ihl, 0, ihl * 4 + len(tcp), 0, 0, IP_TTL, 6, 0,
-                     bytes(map(int, SERVER.split("."))), bytes(map(int, CLIENT.split("."))))
-    return bytes(6) + bytes(6) + b"\x08\x00" + ip + options + tcp
 
 
 def option_lists() -> list[bytes]:
@@ -109,15 +99,15 @@ def test_the_quick_start_programs_stay_cheap_to_verify(bpffs: Path) -> None:
 def test_the_receiver_finds_the_request_where_the_codec_does(bpffs: Path) -> None:
     pins = bpffs / "host"
     load(loader.QS_HOST_OBJECT, pins)
-    value = struct.pack(loader.QS_HOST_FORMAT, *([0] * 20))
-    loader.bpftool("map", "update", "pinned", str(pins / "stl_qs_hosts"), *loader._ip_key(CLIENT),
-                   "value", *loader._hex(value))
+    loader.write_qs_host(pins, CLIENT, 0)
     cases = option_lists()
     expected = {}
     for i, opts in enumerate(cases):
         port = 40000 + i
         data = bpffs.parent / f"frame-{i}"
-        data.write_bytes(frame(opts, port))
+        # A SYN-ACK from the server to the client with the options.
+        data.write_bytes(pcapcraft.frame(pcapcraft.Packet(0.0, SERVER, CLIENT, 80, port, 1, 1,
+                                                          pcapcraft.SYN | pcapcraft.ACK, ip_options=opts)))
         loader.bpftool("prog", "run", "pinned", str(pins / "stl_qs_receiver"), "data_in", str(data))
         req = qs.find_request(opts)
         if req is not None and req.func == qs.FUNC_REQUEST:

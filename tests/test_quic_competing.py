@@ -567,6 +567,42 @@ def test_the_flight_is_timed_from_its_first_data_not_from_handshake_done() -> No
     assert (f["datagrams"], f["segments"]) == (32, 32)
 
 
+def _early_handshake_done_rows(extra: int, early_s: float) -> dict:
+    """The client's Finished; HANDSHAKE_DONE (203 B) `early_s` before the first data; a
+    window of 32 full datagrams paced over 45 ms; the client's acknowledgement of
+    HANDSHAKE_DONE one RTT after it; `extra` full datagrams that acknowledgement let out;
+    and the first acknowledgement of the data one RTT after it began."""
+    sv, cl = _ip(SV1), _ip(CL1)
+    first = 0.001 + early_s
+    rows = [(0.000, cl, sv, 50000, 4433, 1200, 1), (0.001, sv, cl, 4433, 50000, 203, 0)]
+    rows += [(first + i * 0.045 / 31, sv, cl, 4433, 50000, FULL, 0) for i in range(32)]
+    rows += [(0.001 + RTT + 0.0003, cl, sv, 50000, 4433, 50, 0)]
+    rows += [(first + 0.0453 + (i + 1) * 0.0008, sv, cl, 4433, 50000, FULL, 0) for i in range(extra)]
+    rows += [(first + RTT + 0.0003, cl, sv, 50000, 4433, 50, 0)]
+    cols = list(zip(*sorted(rows)))
+    return {"ts": np.array(cols[0]), "src": np.array(cols[1]), "dst": np.array(cols[2]),
+            "sport": np.array(cols[3]), "dport": np.array(cols[4]),
+            "ulen": np.array(cols[5]) + quic_flows.UDP_HEADER, "qlong": np.array(cols[6])}
+
+
+def test_an_acknowledgement_of_an_early_handshake_done_may_add_two_datagrams() -> None:
+    """A busy host: the server's HANDSHAKE_DONE left 5.4 ms before its first data, so the
+    client's acknowledgement of it came back 44.9 ms after that data (under the 0.9-RTT cut)
+    and, in slow start, let two more datagrams out behind the window of 32: 35 segments on
+    the wire for a reported window of 32. The check allows what such an acknowledgement can
+    release, and no more; without one inside the flight it allows nothing."""
+    t = (_ip(SV1), _ip(CL1), 4433, 50000)
+    grown = quic_flows.first_flight(_early_handshake_done_rows(2, 0.0054), t, RTT, FULL)
+    assert (grown["datagrams"], grown["segments"], grown["released_segments"]) == (35, 35, 2)
+    assert flow_checks._flight_fits(grown, 32)
+    more = quic_flows.first_flight(_early_handshake_done_rows(3, 0.0054), t, RTT, FULL)
+    assert more["segments"] == 36 and not flow_checks._flight_fits(more, 32)
+    # HANDSHAKE_DONE just before the data: its acknowledgement is the flight's end.
+    prompt = quic_flows.first_flight(_early_handshake_done_rows(0, 0.0001), t, RTT, FULL)
+    assert (prompt["segments"], prompt["released_segments"]) == (33, 0)
+    assert flow_checks._flight_fits(prompt, 32)
+
+
 def _flight_rows(probes: list[float], ack_at: float) -> dict:
     """The client's Finished, HANDSHAKE_DONE, 31 full datagrams over 15 ms, `probes` (full
     datagrams at those times) and the client's first acknowledgement at `ack_at`."""

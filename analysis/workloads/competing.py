@@ -98,7 +98,7 @@ def _throughput(client: Capture, short: tuple[int, int], long: tuple[int, int] |
                         long_start)
 
 
-def long_tcp(client: Capture, long: tuple[int, int], lb: dict, syn: float, end: float) -> tuple[dict, int]:
+def long_tcp_figures(client: Capture, long: tuple[int, int], lb: dict, syn: float, end: float) -> tuple[dict, int]:
     """The long TCP flow's figures (`lb`: its own at the bottleneck) and the bytes it
     delivered while the flow under test ran, `syn` to `end`."""
     lc, ld = long
@@ -214,7 +214,7 @@ def run_metrics(run_dir: Path, spec: dict, mss: int, server_counters: dict | Non
         if long is None:
             raise UserError(f"{client.path}: no connection to server port {long_port} (the long flow)")
         lb = _at_bottleneck(client, long[0], long_port, bneck_in, bneck_out, mss)
-        long_out, long_in_window = long_tcp(client, long, lb, syn, end)
+        long_out, long_in_window = long_tcp_figures(client, long, lb, syn, end)
         first_flights["long"] = lb["first_flight"]
         ecn["long"] = lb["ecn"]
         short_in_window = flows.bytes_in_window(client.packets, sc, sd, syn, end)

@@ -111,7 +111,7 @@ def run_metrics(run_dir: Path, spec: dict[str, Any], app: dict[str, Any], mss: i
         if long is None:
             raise UserError(f"{client.path}: no connection to server port {long_port} (the long flow)")
         lb = competing._at_bottleneck(client, long[0], long_port, bneck_in, bneck_out, mss)
-        long_out, long_in = competing.long_tcp(client, long, lb, syn, end)
+        long_out, long_in = competing.long_tcp_figures(client, long, lb, syn, end)
         blocks["long"] = {"first_flight": lb["first_flight"], "ecn": lb["ecn"]}
         fairness = quic_flows.bytes_in_window(client.datagrams, short, syn, end) / long_in if long_in else None
 

@@ -370,7 +370,12 @@ def _ip_key(ip: str) -> list[str]:
 def qs_set_host(instance: registry.Instance, ip: str, rate_code: int, after_idle: bool = False) -> None:
     """Make `ip` a Quick-Start host (rate_code > 0: a server requesting it, after_idle: again
     after each restart after idle); counters at 0."""
-    pins = ensure_loaded(instance)
+    write_qs_host(ensure_loaded(instance), ip, rate_code, after_idle)
+
+
+def write_qs_host(pins: Path, ip: str, rate_code: int, after_idle: bool = False) -> None:
+    """qs_set_host's map update on the host object's maps pinned under `pins` (a test loads
+    the object into a bpffs of its own)."""
     value = struct.pack(QS_HOST_FORMAT, rate_code, int(after_idle), *([0] * len(QS_HOST_COUNTERS)))
     bpftool("map", "update", "pinned", str(pins / "stl_qs_hosts"), *_ip_key(ip), "value", *_hex(value))
 

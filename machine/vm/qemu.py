@@ -47,22 +47,12 @@ class Boot:
 
 
 # A guest under TCG: every process at the same addresses (`norandmaps`). TCG reuses a block
-# it translated only at the same virtual address (x86 blocks became position-independent in
-# QEMU 8.0; Debian's is 7.2), so with randomised mappings each new process translated its
-# libraries again: measured on the virtual clock, 300 `sleep`s, 20 `python3 -c pass` and
-# 100 `ip link show` took 23 s of wall time with randomised mappings and 10 s without (the
-# same guest seconds).
+# it translated only at the same virtual address (QEMU 7.2), so with randomised mappings
+# each new process translated its libraries again; measured in docs/emulation.md.
 TCG_KERNEL_ARGS = "norandmaps"
-# A guest under TCG gets QEMU's `max` CPU without its AVX family: QEMU 7.2 emulates AVX and
-# AVX2 (glibc and the kernel pick them for copies and string routines) at more host time per
-# guest instruction, while the guest's own time barely moves. Measured on the virtual clock:
-# test_quic_slow_start.py 139.6 s of wall time with `max` for 36.95 guest s, 127.6 s without
-# AVX for 36.87; the Careful Resume campaign test 105.6–110.6 s against 104.6 (33.45 and
-# 33.42 guest s). The baseline `qemu64` was faster still for TCP (91.6–96.6 s, 32.79 guest
-# s), but it changes what the guest runs (no AES-NI, SSE4 or POPCNT among others), and two of
-# the QUIC tests on the virtual clock failed with it: a pacing rate 0.52 % off where 0.5 % is
-# allowed, and Rapid Start's first recovery never ended. Not pursued: `max` less AVX keeps the
-# guest's figures (its guest seconds above) and most of the gain.
+# A guest under TCG gets QEMU's `max` CPU without its AVX family, which QEMU 7.2 emulates
+# at more host time per guest instruction; measured, with the CPUs not chosen and why, in
+# docs/emulation.md ("The guest's CPU model").
 TCG_CPU = "max,-avx,-avx2,-fma,-f16c"
 
 
