@@ -2,11 +2,14 @@
 """The delay line's AQMs beside the kernel's qdiscs: the same path and traffic through each,
 in one stock-kernel guest on the virtual clock, so the figures are the same on any host.
 
-For tbf's FIFO (the reference), then CoDel and PIE, each as the kernel's qdisc (under tbf's
-rate) and as the delay line's own queue (RFC 8289's and RFC 8033's pseudocode):
+For tbf's FIFO (the reference), then CoDel, PIE and FQ-CoDel, each as the kernel's qdisc
+(under tbf's rate) and as the delay line's own queue (RFC 8289's, RFC 8033's and RFC 8290's
+pseudocode):
   - the standing queue one bulk CUBIC flow builds on 20 Mbit/s, 40 ms, 200 packets
     (scenarios/standing_queue.py), without and with ECN: the queueing delay pings met
-    (percentiles of RTT less 40 ms), drops and marks over --pings × 50 ms (4 s);
+    (percentiles of RTT less 40 ms; behind FQ-CoDel the pings are a flow of their own, so
+    they measure its isolation, not the bulk flow's queue), drops and marks over
+    --pings × 50 ms (4 s);
   - the smoke scenario's competing run (cubic-iw10 fetching 200 KB on dsl-fast beside a
     CUBIC long flow) × --reps: the short flow's mean FCT and losses.
 Then per AQM, the delay line's figures against the kernel's, with the bounds they are judged
@@ -15,7 +18,8 @@ of its target, PIE's around its own) and mean FCT within 5 % (the virtual clock'
 bound).
 
 Run as root: sudo .venv/bin/python benchmarks/aqm_kernel.py [--kernel 6.12] [--reps 3]
-[--queues fifo,codel,pie] [--pings 80] (about 12 min of wall time here for the defaults).
+[--queues fifo,codel,pie,fq_codel] [--pings 80] (about 12 min of wall time here for
+fifo,codel,pie).
 """
 from __future__ import annotations
 
@@ -33,7 +37,9 @@ sys.path.insert(0, str(ROOT))
 # (queue, label, shaper as --shaper names it, ECN variant measured too)
 SHAPERS = [("fifo", "tbf FIFO", "tbf", False),
            ("codel", "kernel CoDel", "codel", True), ("codel", "delay line CoDel", "delayline:codel", True),
-           ("pie", "kernel PIE", "pie", True), ("pie", "delay line PIE", "delayline:pie", True)]
+           ("pie", "kernel PIE", "pie", True), ("pie", "delay line PIE", "delayline:pie", True),
+           ("fq_codel", "kernel FQ-CoDel", "fq_codel", True),
+           ("fq_codel", "delay line FQ-CoDel", "delayline:fq_codel", True)]
 BASE_RTT_MS = 40.0
 MEDIAN_BOUND_MS = 2.0
 FCT_BOUND = 0.05
@@ -90,18 +96,18 @@ def inside(out: Path, reps: int, queues: list[str], pings: int) -> None:
 
 
 def table(result: dict) -> None:
-    print(f"{'queue':<18} {'queueing p10/p50/p90/p99 ms':>30} {'drops':>6} {'ECN: p50 ms':>12} {'marks':>6} "
+    print(f"{'queue':<20} {'queueing p10/p50/p90/p99 ms':>30} {'drops':>6} {'ECN: p50 ms':>12} {'marks':>6} "
           f"{'drops':>6} {'FCT mean ms':>12} {'short lost':>11}")
     for label, row in result.items():
         q = row["drop"]["queueing_ms"]
         e = row.get("ecn")
         fct = statistics.fmean(row["fct_ms"]) if row["fct_ms"] else float("nan")
-        print(f"{label:<18} {'/'.join(f'{q[k]:.1f}' for k in ('p10', 'p50', 'p90', 'p99')):>30} "
+        print(f"{label:<20} {'/'.join(f'{q[k]:.1f}' for k in ('p10', 'p50', 'p90', 'p99')):>30} "
               f"{row['drop']['counters'].get('dropped', 0):>6} "
               f"{(e['queueing_ms']['p50'] if e else float('nan')):>12.1f} "
               f"{(e['counters'].get('marked', 0) if e else 0):>6} {(e['counters'].get('dropped', 0) if e else 0):>6} "
               f"{fct:>12.1f} {sum(row['short_lost']):>11}")
-    for aqm in ("CoDel", "PIE"):
+    for aqm in ("CoDel", "PIE", "FQ-CoDel"):
         kernel, line = result.get(f"kernel {aqm}"), result.get(f"delay line {aqm}")
         if not kernel or not line:
             continue
@@ -118,7 +124,7 @@ def main() -> int:
     p.add_argument("--kernel", default="6.12")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--queues", default="fifo,codel,pie", help="which of fifo, codel, pie")
+    p.add_argument("--queues", default="fifo,codel,pie,fq_codel", help="which of fifo, codel, pie, fq_codel")
     p.add_argument("--pings", type=int, default=80, help="pings (50 ms apart) of each standing queue")
     p.add_argument("--inside", metavar="OUT", help=argparse.SUPPRESS)      # the guest's half
     p.add_argument("--show", metavar="RESULT_JSON", help="print the table of an earlier result")

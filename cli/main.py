@@ -432,8 +432,9 @@ def _run_slurm_task(args, sc, out: Path, only: set[str]) -> int:
     else:
         from machine.capabilities import require_root
         from machine.cleanup import clean
-        from scenarios.hostcheck import check_host
-        from scenarios.runner import run_campaign
+        from scenarios.hostcheck import check_node
+        from scenarios.runner import open_campaign, run_campaign
+        from scenarios.slurm import node_calibration
         require_root()
         # A task killed outright (its node failed, or it outlived KillWait) could not tear down:
         # what it left on this node goes first (only what no live process of ours holds).
@@ -442,8 +443,11 @@ def _run_slurm_task(args, sc, out: Path, only: set[str]) -> int:
             print("startlab: removed what an earlier startlab process left on this node:\n  " + "\n  ".join(left),
                   file=sys.stderr)
         # This node's timing goes into its runs only: the campaign's host.json is the submitter's.
-        campaign, stats = run_campaign(sc, out, args.delay_backend, only,
-                                       host_rec=check_host(sc.profiles, args.unfit_host), shared=True)
+        # The campaign first: on a node's own storage (--node-dir) the first task creates it,
+        # and the node's calibration is kept in it.
+        out = open_campaign(sc, out).path
+        host_rec = check_node(sc.profiles, args.unfit_host, node_calibration(out))
+        campaign, stats = run_campaign(sc, out, args.delay_backend, only, host_rec=host_rec, shared=True)
         path = campaign.path
     write_json(Path(path) / SLURM_DIR / f"task-{args.task}.stats.json", {**stats, "cpus": own_cpus()})
     return 0

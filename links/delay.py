@@ -63,7 +63,7 @@ def ring_bytes(rate_bps: float | None, delay_s: float) -> int:
     return min(max(need, RING_FLOOR_BYTES), RING_MAX_BYTES)
 
 
-QUEUE_POLICIES = ("droptail", "pushout", "red", "codel", "pie")
+QUEUE_POLICIES = ("droptail", "pushout", "red", "codel", "pie", "fq_codel")
 AF13 = 14                           # DSCP of the default low-priority class
 # The line's a side faces the clients: a→b carries client → server (up), b→a the other way.
 LINE_DIRECTION = {"up": "ab", "down": "ba"}
@@ -77,9 +77,10 @@ class LineQueue:
     limit_bytes is the buffer in the same bytes. `pushout` drops the most recently queued
     frame whose DSCP is in `low_dscp` to make room for an arrival; `red` takes
     (min_bytes, max_bytes, max_p), default a quarter and three quarters of the limit, 0.1;
-    the AQMs take `aqm`: `codel` (RFC 8289) its (target_us, interval_us, ecn), default
-    (5000, 100000, False), `pie` (RFC 8033) its (target_us, tupdate_us, ecn), default
-    (15000, 15000, False); with ecn they mark ECN-capable frames CE instead of dropping them.
+    the AQMs take `aqm`: `codel` (RFC 8289) and `fq_codel` (RFC 8290, CoDel's per flow) their
+    (target_us, interval_us, ecn), default (5000, 100000, False), `pie` (RFC 8033) its
+    (target_us, tupdate_us, ecn), default (15000, 15000, False); with ecn they mark
+    ECN-capable frames CE instead of dropping them.
     """
     rate_bps: float
     limit_bytes: int
@@ -106,10 +107,11 @@ class LineQueue:
             raise ValueError(f"DSCP values are 0..63, got {self.low_dscp}")
         if self.red is not None and self.policy != "red":
             raise ValueError("red thresholds apply to the red policy only")
-        if self.aqm is not None and (self.policy not in ("codel", "pie") or min(self.aqm[:2]) <= 0
-                                     or (self.policy == "codel" and self.aqm[1] <= self.aqm[0])):
-            raise ValueError(f"aqm times apply to the codel policy (0 < target < interval) and the pie policy "
-                             f"(both above 0) only: got {self.aqm} for {self.policy}")
+        codels = ("codel", "fq_codel")
+        if self.aqm is not None and (self.policy not in (*codels, "pie") or min(self.aqm[:2]) <= 0
+                                     or (self.policy in codels and self.aqm[1] <= self.aqm[0])):
+            raise ValueError(f"aqm times apply to the codel and fq_codel policies (0 < target < interval) and the "
+                             f"pie policy (both above 0) only: got {self.aqm} for {self.policy}")
         if not 0 <= self.loss < 1:
             raise ValueError(f"loss is a probability from 0 up to 1, got {self.loss}")
 
@@ -128,7 +130,9 @@ def queue_flags(direction: str, queue: LineQueue | None) -> list[str]:
         flags += [f"--red-{direction}", f"{int(lo)},{int(hi)},{p}"]
     if queue.aqm is not None:
         first, second, ecn = queue.aqm
-        flags += [f"--{queue.policy}-{direction}", f"{int(first)},{int(second)}" + (",ecn" if ecn else "")]
+        # fq_codel's times are its flows' CoDel's.
+        flag = "codel" if queue.policy == "fq_codel" else queue.policy
+        flags += [f"--{flag}-{direction}", f"{int(first)},{int(second)}" + (",ecn" if ecn else "")]
     if queue.loss:
         flags += [f"--loss-{direction}", repr(queue.loss)]
     return flags

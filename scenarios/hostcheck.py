@@ -22,19 +22,43 @@ HOST_FILE = "host.json"
 ALLOW_FLAG = "--unfit-host"
 
 
+# How long a cluster node's calibration serves the next tasks of the same job on it.
+NODE_REUSE_S = 600.0
+
+
 def check_host(profiles: list[LinkProfile], allow_unfit: bool) -> dict:
     """Calibrate this host and judge `profiles`; HostUnfit (one line, before any network is
     built) when one is unfit and `allow_unfit` is not set. Returns the record for host.json."""
-    timing = host.calibrate()
+    return _judge(profiles, host.calibrate(), allow_unfit, datetime.now(timezone.utc))
+
+
+def _judge(profiles: list[LinkProfile], timing: HostTiming, allow_unfit: bool, when: datetime) -> dict:
     host.use(timing)
     verdicts = {p.name: verdict(p, timing) for p in profiles}
     unfit = [v for v in verdicts.values() if not v.ok]
     if unfit and not allow_unfit:
         raise HostUnfit(unfit_message(unfit, timing))
-    return {"calibrated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return {"calibrated": when.isoformat(timespec="seconds"),
             "calibration": timing.as_record(), "verdicts": {k: v.as_record() for k, v in verdicts.items()},
             "unfit_profiles": [v.profile for v in unfit], "forced": bool(unfit) and allow_unfit,
             "allow_unfit": allow_unfit}
+
+
+def check_node(profiles: list[LinkProfile], allow_unfit: bool, kept: Path) -> dict:
+    """A cluster task's host check. The tasks of one job that follow each other on a node
+    share its calibration while it is under NODE_REUSE_S old: the first measures it (6 s)
+    and keeps it at `kept` (one file per job and node), the next ones judge their profiles
+    on it again, and their runs say so (`adopted`). Later, or on another node, a task
+    measures its own."""
+    if kept.is_file():
+        rec = json.loads(kept.read_text())
+        when = datetime.fromisoformat(rec["calibrated"])
+        if 0 <= (datetime.now(timezone.utc) - when).total_seconds() <= NODE_REUSE_S:
+            adopted = _judge(profiles, HostTiming.from_record(rec["calibration"]), allow_unfit, when)
+            return {**adopted, "adopted": kept.name}
+    rec = check_host(profiles, allow_unfit)
+    write_json(kept, rec)
+    return rec
 
 
 def unfit_message(unfit: list[ProfileVerdict], timing: HostTiming) -> str:
@@ -63,4 +87,5 @@ def run_record(rec: dict | None, profile: str) -> dict:
     if rec is None:
         return {}
     return {"calibration": {k: v for k, v in rec["calibration"].items() if k != "histogram"},
-            "verdict": rec["verdicts"].get(profile), "forced": rec.get("forced", False)}
+            "verdict": rec["verdicts"].get(profile), "forced": rec.get("forced", False),
+            **({"adopted": rec["adopted"]} if rec.get("adopted") else {})}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from machine import slurm
 from machine.errors import UserError
+from machine.provenance import slurm_task
 from results.campaign import Campaign
 from results.store import read_json_or_none, write_json
 from scenarios import staging
@@ -38,6 +39,14 @@ RUN_PY = Path(__file__).resolve().parent.parent / "run.py"
 # a task on the virtual clock, and still give a 100-run campaign ten tasks to spread.
 DEFAULT_BATCH = 10
 POLL_S = 2.0
+
+
+def node_calibration(campaign: Path) -> Path:
+    """Where an array task on the real clock keeps its node's calibration for the job's
+    next tasks there (scenarios.hostcheck.check_node): beside the tasks' logs, named by job
+    and node, so that only tasks of the same job on the same node share it."""
+    task = slurm_task()
+    return Path(campaign) / SLURM_DIR / f"host-{task.get('job') or 'nojob'}-{task.get('node') or 'nonode'}.json"
 
 
 @dataclass

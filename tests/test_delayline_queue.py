@@ -29,6 +29,9 @@ def test_queue_flags_name_the_direction_and_default_to_af13_droptail():
     assert flags[4:6] == ["--policy-ab", "codel"] and flags[-2:] == ["--codel-ab", "5000,100000,ecn"]
     q = delay.LineQueue(10e6, 50_000, policy="pie", aqm=(15000, 15000, False))
     assert delay.queue_flags("ba", q)[-2:] == ["--pie-ba", "15000,15000"]
+    # FQ-CoDel's times are its flows' CoDel's: the line takes them as --codel.
+    flags = delay.queue_flags("ab", delay.LineQueue(10e6, 50_000, policy="fq_codel", aqm=(5000, 100_000, True)))
+    assert flags[4:6] == ["--policy-ab", "fq_codel"] and flags[-2:] == ["--codel-ab", "5000,100000,ecn"]
 
 
 def test_line_command_carries_the_queues(tmp_path):
@@ -46,7 +49,8 @@ def test_line_command_carries_the_queues(tmp_path):
     ({"rate_bps": 0, "limit_bytes": 1}, "rate must be positive"),
     ({"rate_bps": 1e6, "limit_bytes": 0}, "limit must be positive"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "policy": "fq"}, "unknown queue policy"),
-    ({"rate_bps": 1e6, "limit_bytes": 1, "aqm": (5000, 100_000, False)}, "codel policy"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "aqm": (5000, 100_000, False)}, "codel and fq_codel policies"),
+    ({"rate_bps": 1e6, "limit_bytes": 1, "policy": "fq_codel", "aqm": (5000, 5000, False)}, "target < interval"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "policy": "codel", "aqm": (5000, 4000, False)}, "target < interval"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "low_dscp": (64,)}, "0..63"),
     ({"rate_bps": 1e6, "limit_bytes": 1, "red": (1, 2, 0.1)}, "red policy only"),
@@ -328,3 +332,53 @@ def test_pie_lets_a_burst_through_then_holds_an_overload_at_its_target_delay_dro
     timing_check("a third of the flood dropped once settled", flags, abs(lost - 1 / 3) < 0.03, f"lost {lost:.3f}")
     timing_check("the queueing delay near PIE's 15 ms target once settled", flags, 7.5 <= delay_ms <= 30,
                  f"mean {delay_ms:.1f} ms")
+
+
+@pytest.mark.virtual_clock
+@pytest.mark.root
+def test_fq_codel_sends_a_sparse_flow_through_a_flood_at_once_and_drops_only_the_flood(
+        clean_machine, tmp_path, host_watch):
+    """RFC 8290 on the wire: a 1.5 × flood of full frames and a sparse flow (a 100-byte
+    datagram every 20 ms) share the delay line's FQ-CoDel queue (10 Mbit/s, CoDel's 5 ms and
+    100 ms per flow, a buffer it never fills). The sparse flow's datagrams join the new
+    flows and go next: each waits at most for the flood's frame on the link, where the
+    flood's own queue holds tens of milliseconds; the flood's CoDel drops, the sparse
+    flow loses nothing."""
+    from links.delayline.line_net import FLOOD_PAYLOAD, line_net
+    rate, seconds, sparse_gap_s, sparse_payload = 10e6, 1.0, 0.020, 100
+    frame_ns = round((FLOOD_PAYLOAD + 42) * 8 / rate * 1e9)
+    sparse_ns = round((sparse_payload + 42) * 8 / rate * 1e9)
+    pps = 1.5 * rate / ((FLOOD_PAYLOAD + 42) * 8)
+    with line_net() as ln:
+        element = _line(ln, tmp_path, delay.LineQueue(rate, 2_000_000, policy="fq_codel", aqm=(5000, 100_000, False)))
+        try:
+            flood = ln.start_probe(int(pps * seconds), 1, 1e6 / pps, 5631, payload=FLOOD_PAYLOAD, packets=True)
+            sparse = ln.start_probe(int(seconds / sparse_gap_s), 1, sparse_gap_s * 1e6, 5632, payload=sparse_payload,
+                                    packets=True)
+            results = {"flood": flood.finish(), "sparse": sparse.finish()}
+            stats = element.snapshot()
+        finally:
+            final = element.stop()
+    flags = host_watch.flags([final])
+    q = stats["a_to_b"]["queue"]
+    # Queueing delay: one-way delay less the least one (an empty queue's), less the frame time.
+    waits = {}
+    for name, own_ns in (("flood", frame_ns), ("sparse", sparse_ns)):
+        owds = [owd for _, _, owd in results[name]["packets"]]
+        waits[name] = [owd - min(owds) for owd in owds]
+    flood_wait_ms = sorted(waits["flood"])[len(waits["flood"]) // 2] / 1e6
+    sparse_wait_ms = max(waits["sparse"]) / 1e6
+    print(f"fq_codel: flood lost {results['flood']['lost']}, median queueing {flood_wait_ms:.1f} ms; sparse lost "
+          f"{results['sparse']['lost']}, worst queueing {sparse_wait_ms:.3f} ms; queue {q}")
+    # What the line says it ran, read back from its own stats.
+    assert stats["a_to_b_config"]["queue"]["fq_codel"] == {"target_ns": 5_000_000, "interval_ns": 100_000_000,
+                                                           "ecn": False, "quantum_bytes": 1514, "flows": 1024}
+    assert results["sparse"]["lost"] == 0 and results["sparse"]["reordered"] == 0
+    assert results["flood"]["reordered"] == 0
+    assert q["aqm_drops"] == q["dropped"] == results["flood"]["lost"] > 5, (q, results["flood"]["lost"])
+    # The datagrams' own timestamps stand within a fraction of a frame for the queue's.
+    timing_check("the sparse flow waits at most for the flood's frame on the link", flags,
+                 sparse_wait_ms * 1e6 <= frame_ns + sparse_ns + 200_000,
+                 f"worst {sparse_wait_ms:.3f} ms (a flood frame {frame_ns / 1e6:.3f} ms)")
+    timing_check("the flood's own queue stands above CoDel's target", flags, flood_wait_ms > 5,
+                 f"median {flood_wait_ms:.1f} ms")

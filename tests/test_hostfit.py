@@ -161,6 +161,33 @@ def run_py(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 @pytest.mark.root
 @pytest.mark.usefixtures("clean_machine")
+def test_a_cluster_node_is_calibrated_once_per_job_then_adopted_while_fresh(tmp_path, monkeypatch):
+    """check_node: the job's first task on a node measures, the next adopt those figures
+    (judged again: an unfit host is still refused), and a calibration past NODE_REUSE_S is
+    measured again. The measurement is stubbed: only the sharing is under test here."""
+    from datetime import datetime, timedelta, timezone
+
+    from machine import host
+    from machine.errors import HostUnfit
+    from scenarios import hostcheck
+    measured = []
+    monkeypatch.setattr(host, "calibrate", lambda: measured.append(1) or QUIET)
+    kept = tmp_path / "slurm" / "host-7-node1.json"
+    first = hostcheck.check_node([PROFILE], False, kept)
+    second = hostcheck.check_node([PROFILE], False, kept)
+    assert len(measured) == 1 and "adopted" not in first and second["adopted"] == kept.name
+    assert second["calibration"] == first["calibration"] and second["calibrated"] == first["calibrated"]
+    assert hostcheck.run_record(second, "dsl-fast")["adopted"] == kept.name
+    old = json.loads(kept.read_text())
+    old["calibrated"] = (datetime.now(timezone.utc) - timedelta(seconds=hostcheck.NODE_REUSE_S + 1)).isoformat()
+    kept.write_text(json.dumps(old))
+    assert "adopted" not in hostcheck.check_node([PROFILE], False, kept) and len(measured) == 2
+    kept.write_text(json.dumps({**old, "calibrated": datetime.now(timezone.utc).isoformat(),
+                                "calibration": STALLS.as_record()}))
+    with pytest.raises(HostUnfit):
+        hostcheck.check_node([PROFILE], False, kept)
+
+
 def test_a_campaign_on_an_unfit_host_is_refused_before_any_network_then_runs_flagged_when_asked(tmp_path):
     out = tmp_path / "campaign"
     h = hog(20)

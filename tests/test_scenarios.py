@@ -266,8 +266,8 @@ def test_shapers_are_declared_by_their_own_classes(tmp_path):
     own declarations (links/shapers/, one module per kind): a bad policy names its choices."""
     from links import shapers
     assert shapers.cli_choices() == ["cake", "codel", "delayline", "delayline:droptail", "delayline:pushout",
-                                     "delayline:red", "delayline:codel", "delayline:pie", "fq_codel", "htb", "pie",
-                                     "tbf"]
+                                     "delayline:red", "delayline:codel", "delayline:pie", "delayline:fq_codel", "fq_codel",
+                                     "htb", "pie", "tbf"]
     assert shapers.from_cli("delayline:red").describe() == {"kind": "delayline", "policy": "red", "low_dscp": [14]}
     assert shapers.from_cli("tbf").describe() == {"kind": "tbf"}
     base = (Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml").read_text()
@@ -290,6 +290,13 @@ def test_shapers_are_declared_by_their_own_classes(tmp_path):
         load_scenario(path)
     path.write_text(base + "shaper:\n  kind: delayline\n  policy: pie\n  interval_ms: 50\n")
     with pytest.raises(UserError, match="interval_ms does not apply to policy pie"):
+        load_scenario(path)
+    # FQ-CoDel in the delay line: CoDel's times for every flow.
+    path.write_text(base + "shaper:\n  kind: delayline\n  policy: fq_codel\n  ecn: true\n")
+    assert load_scenario(path).shaper.describe() == {"kind": "delayline", "policy": "fq_codel", "low_dscp": [14],
+                                                     "target_ms": 5.0, "interval_ms": 100.0, "ecn": True}
+    path.write_text(base + "shaper:\n  kind: delayline\n  policy: fq_codel\n  tupdate_ms: 15\n")
+    with pytest.raises(UserError, match="tupdate_ms does not apply to policy fq_codel"):
         load_scenario(path)
     path.write_text(base + "shaper:\n  kind: delayline\n  policy: pie\n  ecn: true\n")
     assert load_scenario(path).shaper.describe() == {"kind": "delayline", "policy": "pie", "low_dscp": [14],

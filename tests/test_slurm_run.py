@@ -141,6 +141,13 @@ def test_an_array_of_batches_runs_every_run_once_into_one_campaign(cluster, tmp_
     assert {m["slurm"]["job"] for m in runs.values()} == {job["job"]}
     assert sorted(m["slurm"]["task"] for m in runs.values()) == ["0", "0", "1", "1"]
     assert {m["slurm"]["node"] for m in runs.values()} == {cluster.node}
+    # The node's calibration is measured by the job's first task there and adopted by the
+    # next (the same figures, judged again), not measured twice.
+    by_task = {m["slurm"]["task"]: m["host_check"] for m in runs.values()}
+    kept = f"host-{job['job']}-{cluster.node}.json"
+    assert sorted(h.get("adopted", "") for h in by_task.values()) == ["", kept], by_task
+    assert by_task["0"]["calibration"] == by_task["1"]["calibration"]
+    assert (out / "slurm" / kept).is_file()
     stats = json.loads(res.stdout)["run_stats"]
     assert {t["state"] for t in stats["slurm"]["tasks"].values()} == {"COMPLETED"}
     assert not list(out.glob("*.partial")) and not list(out.glob("*.failed"))

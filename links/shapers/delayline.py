@@ -5,8 +5,10 @@ from links.delay import AF13, LINE_DIRECTION, QUEUE_POLICIES, LineQueue
 from links.shapers import Queue, Shaper
 
 # The delay line's AQM policies: their two times (scenario field → default ms), RFC 8289's
-# and RFC 8033's; each also takes `ecn` (mark ECN-capable packets CE instead of dropping).
+# (fq_codel's flows each run CoDel: RFC 8290) and RFC 8033's; each also takes `ecn` (mark
+# ECN-capable packets CE instead of dropping).
 AQM_TIMES = {"codel": {"target_ms": 5.0, "interval_ms": 100.0},
+             "fq_codel": {"target_ms": 5.0, "interval_ms": 100.0},
              "pie": {"target_ms": 15.0, "tupdate_ms": 15.0}}
 AQM_FIELDS = {"target_ms", "interval_ms", "tupdate_ms", "ecn"}
 
@@ -16,12 +18,14 @@ class DelayLineQueue(Shaper):
     mahimahi's mm-link sits before mm-delay): the profile's rate and buffer, and a drop
     policy tbf cannot offer — `droptail`, `pushout` (a full buffer drops a queued
     low-priority frame, DSCP in `low_dscp`, before anything else: TCP Fast Start's router,
-    §3.2), `red`, `codel` (RFC 8289: `target_ms` 5, `interval_ms` 100) or `pie` (RFC 8033:
-    `target_ms` 15, `tupdate_ms` 15), the two written from their RFCs for kernels without
-    the qdiscs (this project's real-clock hosts) and for trace links, each with `ecn: true`
-    to mark instead of dropping. The delay line serialises frames at the rate, or sends them
+    §3.2), `red`, `codel` (RFC 8289: `target_ms` 5, `interval_ms` 100), `fq_codel` (RFC 8290:
+    a CoDel queue per flow, with CoDel's times, served by deficit round robin with a
+    quantum of 1514 bytes over 1024 hashed flow queues) or `pie` (RFC 8033: `target_ms` 15,
+    `tupdate_ms` 15), the AQMs written from their RFCs for kernels without the qdiscs (this
+    project's real-clock hosts) and for trace links, each with `ecn: true` to mark instead
+    of dropping. The delay line serialises frames at the rate, or sends them
     at a trace link's delivery opportunities (links/traces.py), loses frames at random where
-    the profile says so, and never reorders.
+    the profile says so, and never reorders (fq_codel: never within a flow).
     """
     name = "delayline"
     delay_backend = "delayline"
@@ -39,8 +43,9 @@ class DelayLineQueue(Shaper):
 
     @classmethod
     def from_fields(cls, fields) -> "DelayLineQueue":
-        """`{kind: delayline, policy: droptail|pushout|red|codel|pie, low_dscp: [14]}`; codel
-        also takes `target_ms`, `interval_ms` and `ecn`, pie `target_ms`, `tupdate_ms` and `ecn`."""
+        """`{kind: delayline, policy: droptail|pushout|red|codel|pie|fq_codel, low_dscp: [14]}`;
+        codel and fq_codel also take `target_ms`, `interval_ms` and `ecn`, pie `target_ms`,
+        `tupdate_ms` and `ecn`."""
         fields.unknown({"kind", "policy", "low_dscp", *AQM_FIELDS})
         policy = fields.text("policy", "droptail", choices=list(QUEUE_POLICIES))
         low = fields.list("low_dscp", [AF13])
@@ -51,9 +56,10 @@ class DelayLineQueue(Shaper):
         for key in sorted(AQM_FIELDS - allowed):
             if fields.has(key):
                 raise fields.error(key, f"{key} does not apply to policy {policy} "
-                                        f"(codel takes target_ms, interval_ms, ecn; pie target_ms, tupdate_ms, ecn)")
+                                        f"(codel and fq_codel take target_ms, interval_ms, ecn; pie target_ms, "
+                                        f"tupdate_ms, ecn)")
         aqm = {k: fields.number(k, default, low=0.01, high=10000.0) for k, default in times.items()}
-        if policy == "codel" and aqm["interval_ms"] <= aqm["target_ms"]:
+        if policy in ("codel", "fq_codel") and aqm["interval_ms"] <= aqm["target_ms"]:
             raise fields.error("interval_ms", f"CoDel's interval must exceed its target ({aqm['target_ms']} ms), "
                                               f"got {aqm['interval_ms']}")
         if times:

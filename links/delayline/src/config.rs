@@ -1,6 +1,6 @@
 //! Command line: parsing and range checks, each failure one clear line.
 
-use crate::queue::{Codel, Pie, Policy, QueueConfig, Red, TraceLink, DEFAULT_LOW_DSCP};
+use crate::queue::{Codel, FqCodel, Pie, Policy, QueueConfig, Red, TraceLink, DEFAULT_LOW_DSCP};
 use crate::ring::MAX_RING_BYTES;
 use crate::schedule::{Tuning, MAX_DELAY_NS, NS_PER_US};
 use crate::trace::Trace;
@@ -10,8 +10,9 @@ use std::sync::Arc;
 pub const USAGE: &str = "usage: startlab-delayline --if-a IFA --if-b IFB --delay-ab-us N --delay-ba-us N \
 --ring-ab-bytes N --ring-ba-bytes N --stats PATH [--cpu-a K --cpu-b K]
   bottleneck per direction D (ab or ba), before the delay:
-  [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red|codel|pie] [--low-dscp-D LIST] [--red-D MIN,MAX,P]
-   [--codel-D TARGET_US,INTERVAL_US[,ecn] (default 5000,100000: RFC 8289's; ecn marks ECN-capable frames)]
+  [--rate-D-bps N --limit-D-bytes N [--policy-D droptail|pushout|red|codel|pie|fq_codel] [--low-dscp-D LIST] [--red-D MIN,MAX,P]
+   [--codel-D TARGET_US,INTERVAL_US[,ecn] (codel's and each flow's of fq_codel; default 5000,100000: RFC 8289's;
+    ecn marks ECN-capable frames)]
    [--pie-D TARGET_US,TUPDATE_US[,ecn] (default 15000,15000: RFC 8033's)]]
   or a trace of delivery opportunities (mahimahi's format) instead of the rate:
   [--trace-D PATH [--opportunity-D-bytes N (default 1514: an MTU-sized packet's frame)] --limit-D-bytes N ...]
@@ -188,13 +189,17 @@ fn queue_config(dir: &str, f: QueueFlags) -> Result<Option<QueueConfig>, String>
         "red" => Policy::Red(f.red.unwrap_or_else(|| Red::for_limit(limit))),
         "codel" => Policy::Codel(f.codel.unwrap_or(Codel::DEFAULT)),
         "pie" => Policy::Pie(f.pie.unwrap_or(Pie::DEFAULT)),
-        other => return Err(format!("--policy-{}: unknown policy {:?}: use droptail, pushout, red, codel or pie", dir, other)),
+        "fq_codel" => Policy::FqCodel(FqCodel { codel: f.codel.unwrap_or(Codel::DEFAULT), ..FqCodel::DEFAULT }),
+        other => {
+            return Err(format!("--policy-{}: unknown policy {:?}: use droptail, pushout, red, codel, pie or fq_codel",
+                               dir, other))
+        }
     };
     if f.red.is_some() && !matches!(policy, Policy::Red(_)) {
         return Err(format!("--red-{} applies to --policy-{} red only", dir, dir));
     }
-    if f.codel.is_some() && !matches!(policy, Policy::Codel(_)) {
-        return Err(format!("--codel-{} applies to --policy-{} codel only", dir, dir));
+    if f.codel.is_some() && !matches!(policy, Policy::Codel(_) | Policy::FqCodel(_)) {
+        return Err(format!("--codel-{} applies to --policy-{} codel or fq_codel only", dir, dir));
     }
     if f.pie.is_some() && !matches!(policy, Policy::Pie(_)) {
         return Err(format!("--pie-{} applies to --policy-{} pie only", dir, dir));

@@ -1,5 +1,5 @@
-//! What the line reads from a frame: DSCP, ECN, IPv4 address pair, and its size on the wire;
-//! and the one thing it writes, a CE mark.
+//! What the line reads from a frame: DSCP, ECN, IPv4 address pair, its flow, and its size on
+//! the wire; and the one thing it writes, a CE mark.
 //!
 //! Frames are Ethernet (no FCS) behind a virtio_net_hdr; up to two VLAN tags are skipped.
 
@@ -94,6 +94,31 @@ pub fn ipv4_pair(frame: &[u8]) -> Option<(u32, u32)> {
     }
     let word = |at: usize| u32::from_be_bytes([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
     Some((word(l3 + 12), word(l3 + 16)))
+}
+
+/// A frame's flow for a fair queue: its addresses, protocol and TCP or UDP ports, IPv4 or
+/// IPv6, hashed (FNV-1a, 64 bits) into one key; 0 for a frame without them. RFC 8290
+/// §4.1.1 perturbs the hash with a random value to make collisions unpredictable; this one
+/// is fixed, so that the same flows meet in the same queues in every run.
+pub fn flow_key(frame: &[u8]) -> u64 {
+    let Some((kind, l3)) = network(frame) else { return 0 };
+    let (addrs, proto, l4) = match kind {
+        ETH_P_IP if frame.len() >= l3 + 20 => {
+            (&frame[l3 + 12..l3 + 20], frame[l3 + 9], l3 + (frame[l3] & 0x0f) as usize * 4)
+        }
+        ETH_P_IPV6 if frame.len() >= l3 + 40 => (&frame[l3 + 8..l3 + 40], frame[l3 + 6], l3 + 40),
+        _ => return 0,
+    };
+    let ports = match proto {
+        IPPROTO_TCP | IPPROTO_UDP => frame.get(l4..l4 + 4).unwrap_or(&[]),
+        _ => &[],
+    };
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in addrs.iter().chain([proto].iter()).chain(ports.iter()) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// Length of the Ethernet, IP and TCP/UDP headers, which every segment of a GSO frame repeats.
@@ -204,6 +229,27 @@ pub mod tests {
         assert_eq!(ecn(&v6), Some(2));
         assert!(set_ce(&mut v6));
         assert_eq!((ecn(&v6), v6[15]), (Some(3), 0x30));
+    }
+
+    #[test]
+    fn a_flow_is_its_addresses_protocol_and_ports() {
+        let mut a = ipv4_frame([10, 0, 0, 1], [10, 0, 0, 2], 0, IPPROTO_TCP, 100);
+        a[34..38].copy_from_slice(&[0x9c, 0x40, 0x00, 0x50]); // 40000 → 80
+        let mut b = a.clone();
+        b[15] = 0x38 | 0x03; // another DSCP and CE: the same flow
+        b.extend_from_slice(&[0u8; 200]);
+        assert_eq!(flow_key(&a), flow_key(&b));
+        let mut other_port = a.clone();
+        other_port[35] = 0x41;
+        let mut udp = a.clone();
+        udp[23] = IPPROTO_UDP;
+        let mut reverse = a.clone();
+        reverse[26..34].copy_from_slice(&[10, 0, 0, 2, 10, 0, 0, 1]);
+        let keys = [flow_key(&a), flow_key(&other_port), flow_key(&udp), flow_key(&reverse)];
+        assert!(keys.iter().enumerate().all(|(i, k)| *k != 0 && keys[..i].iter().all(|o| o != k)), "{keys:?}");
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(flow_key(&arp), 0);
     }
 
     #[test]

@@ -222,7 +222,8 @@ impl Direction {
         let ect = matches!(frame::ecn(eth), Some(1) | Some(2));
         let bytes = frame::wire_bytes(&data[..VNET_HDR_LEN], eth);
         self.dropped.clear();
-        let queued = q.offer(seq, bytes, low, ect, arrival, &mut self.departed, &mut self.dropped);
+        let flow = if q.is_fair() { frame::flow_key(eth) } else { 0 };
+        let queued = q.offer(seq, bytes, low, ect, flow, arrival, &mut self.departed, &mut self.dropped);
         for victim in self.dropped.iter() {
             self.ring.free(*victim);
         }

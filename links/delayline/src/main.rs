@@ -6,6 +6,7 @@
 //! (cumulative, with a rising "generation") to the --stats file without stopping;
 //! SIGTERM/SIGINT stop the line and write the final counters there.
 
+mod codel;
 mod config;
 mod delaytrace;
 mod frame;

@@ -5,14 +5,15 @@
 //! real link would hold at that instant however late the line reads the frame. A frame
 //! leaves at departure = max(arrival, previous departure) + wire bits / rate (it stays
 //! counted in the buffer until then, as in tbf), then gets the propagation delay.
-//! Departures never decrease, so the queue never reorders.
+//! Departures never decrease; only FQ-CoDel reorders (below).
 //!
 //! Pure logic on frame ids: the caller stores the bytes, frees the ids this queue reports
 //! dropped and sets CE in the ids it reports marked.
 //!
-//! CoDel (RFC 8289) judges a frame when the link starts sending it, as a router dequeues
-//! it: its sojourn time is that start minus its arrival. A frame CoDel drops never
-//! occupies the link, so the next one starts at the same instant. PIE (RFC 8033) judges
+//! CoDel (RFC 8289, crate::codel) judges a frame when the link starts sending it.
+//! FQ-CoDel (RFC 8290) keeps a queue per flow, each under its own CoDel, and chooses the
+//! next frame to send by deficit round robin when the link is free: it reorders frames of
+//! different flows, never one flow's, and departures still never decrease. PIE (RFC 8033) judges
 //! arrivals with a drop probability its controller updates every T_UPDATE of queue time,
 //! from the queueing delay at that instant (the time the link needs to send what is
 //! queued: Little's law with the link's own rate), interleaved with the departures.
@@ -21,6 +22,8 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+pub use crate::codel::Codel;
+use crate::codel::{CodelState, HeadQueue};
 use crate::trace::{Trace, TraceDrain};
 
 pub const NS_PER_S: u64 = 1_000_000_000;
@@ -45,21 +48,19 @@ impl Red {
     }
 }
 
-/// CoDel's parameters (RFC 8289: target 5 ms, interval 100 ms). With `ecn`, an
-/// ECN-capable frame is marked CE where a drop was due, and sent.
+/// FQ-CoDel's parameters (RFC 8290 §5.2 and §4: Linux's defaults): CoDel's for every
+/// flow's queue, the round robin's quantum (one MTU-sized frame) and the number of flow
+/// queues frames are hashed into.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Codel {
-    pub target_ns: i64,
-    pub interval_ns: i64,
-    pub ecn: bool,
+pub struct FqCodel {
+    pub codel: Codel,
+    pub quantum_bytes: u64,
+    pub flows: u32,
 }
 
-impl Codel {
-    pub const DEFAULT: Codel = Codel { target_ns: 5_000_000, interval_ns: 100_000_000, ecn: false };
+impl FqCodel {
+    pub const DEFAULT: FqCodel = FqCodel { codel: Codel::DEFAULT, quantum_bytes: 1_514, flows: 1_024 };
 }
-
-/// RFC 8289's MAXPACKET: a queue holding at most one MTU-sized frame is never signalled.
-const CODEL_MAX_PACKET_BYTES: u64 = 1_514;
 
 /// PIE's parameters (RFC 8033 §5: QDELAY_REF 15 ms, T_UPDATE 15 ms, alpha 0.125 and beta
 /// 1.25 per second, MAX_BURST 150 ms). With `ecn`, an ECN-capable arrival is marked CE
@@ -95,6 +96,9 @@ pub enum Policy {
     Codel(Codel),
     /// PIE's drop probability on arrivals, drop-tail at the limit.
     Pie(Pie),
+    /// A CoDel queue per flow, served by deficit round robin; a full buffer drops at the
+    /// head of the flow queue holding the most bytes.
+    FqCodel(FqCodel),
 }
 
 impl Policy {
@@ -105,6 +109,7 @@ impl Policy {
             Policy::Red(_) => "red",
             Policy::Codel(_) => "codel",
             Policy::Pie(_) => "pie",
+            Policy::FqCodel(_) => "fq_codel",
         }
     }
 }
@@ -151,6 +156,10 @@ impl QueueConfig {
         }
         if let Policy::Codel(c) = self.policy {
             let _ = write!(s, ", \"codel\": {{\"target_ns\": {}, \"interval_ns\": {}, \"ecn\": {}}}", c.target_ns, c.interval_ns, c.ecn);
+        }
+        if let Policy::FqCodel(f) = self.policy {
+            let _ = write!(s, ", \"fq_codel\": {{\"target_ns\": {}, \"interval_ns\": {}, \"ecn\": {}, \"quantum_bytes\": {}, \"flows\": {}}}",
+                           f.codel.target_ns, f.codel.interval_ns, f.codel.ecn, f.quantum_bytes, f.flows);
         }
         if let Policy::Pie(p) = self.policy {
             let _ = write!(s, ", \"pie\": {{\"target_ns\": {}, \"tupdate_ns\": {}, \"ecn\": {}}}", p.target_ns, p.tupdate_ns, p.ecn);
@@ -260,8 +269,6 @@ struct Entry {
     dead: bool,
 }
 
-/// CoDel's state (RFC 8289 §5): whether it is in its dropping state, when its sojourn time
-/// first stayed above target, its next drop and its drop counts.
 /// PIE's state (RFC 8033 §4): the drop probability, the queueing delay at the last update,
 /// the burst allowance left and when the next update is due (from the first arrival on).
 struct PieState {
@@ -272,13 +279,24 @@ struct PieState {
     rng: u64,
 }
 
+/// One flow's queue of FQ-CoDel: its frames, their bytes, its deficit, its CoDel, and
+/// whether it is in the round robin's new or old list.
 #[derive(Default)]
-struct CodelState {
-    first_above: Option<i64>,
-    dropping: bool,
-    drop_next: i64,
-    count: u32,
-    lastcount: u32,
+struct FlowQueue {
+    frames: VecDeque<Entry>,
+    bytes: u64,
+    deficit: i64,
+    codel: CodelState,
+    listed: bool,
+}
+
+/// FQ-CoDel's flow queues and its two lists of flows with frames (RFC 8290 §4.2): a flow
+/// that becomes active joins the new flows, which are served first.
+struct Fair {
+    cfg: FqCodel,
+    flows: Vec<FlowQueue>,
+    new_flows: VecDeque<usize>,
+    old_flows: VecDeque<usize>,
 }
 
 struct RedState {
@@ -315,6 +333,8 @@ pub struct Bottleneck {
     loss_rng: u64,
     codel: CodelState,
     pie: PieState,
+    /// FQ-CoDel's flow queues; the frame being sent is in `entries`, alone.
+    fair: Option<Fair>,
     /// Queued frames CoDel dropped at the head, for the caller to free (it drains this).
     pub head_dropped: Vec<u64>,
     /// Frames CoDel marked, for the caller to set CE in before they are sent (it drains this).
@@ -342,6 +362,15 @@ impl Bottleneck {
             codel: CodelState::default(),
             pie: PieState { drop_prob: 0.0, qdelay_old_s: 0.0, burst_allowance_ns: PIE_MAX_BURST_NS, next_update: None,
                             rng: 0x6A09_E667_F3BC_C909 },
+            fair: match cfg.policy {
+                Policy::FqCodel(f) => Some(Fair {
+                    cfg: f,
+                    flows: (0..f.flows.max(1)).map(|_| FlowQueue::default()).collect(),
+                    new_flows: VecDeque::new(),
+                    old_flows: VecDeque::new(),
+                }),
+                _ => None,
+            },
             head_dropped: Vec::new(),
             marked: Vec::new(),
             cfg,
@@ -371,10 +400,18 @@ impl Bottleneck {
         (num / self.cfg.rate_bps) as i64
     }
 
-    /// Fix the departure of the new head (after CoDel has judged it).
-    fn start_head(&mut self) {
-        if let Policy::Codel(c) = self.cfg.policy {
-            self.codel_at_head(&c);
+    /// Fix the departure of the new head, which the link can start at `now` at the earliest
+    /// (after CoDel has judged it, or FQ-CoDel has chosen it).
+    fn start_head(&mut self, now: i64) {
+        match self.cfg.policy {
+            Policy::Codel(c) => {
+                let now = self.entries.front().map_or(now, |e| e.arrival_ns.max(self.last_departure));
+                let mut codel = std::mem::take(&mut self.codel);
+                codel.dequeue(&c, self, now);
+                self.codel = codel;
+            }
+            Policy::FqCodel(_) if self.entries.is_empty() => self.fair_next(now.max(self.last_departure)),
+            _ => {}
         }
         let (arrival, bytes) = match self.entries.front() {
             Some(e) => (e.arrival_ns, e.bytes),
@@ -401,7 +438,7 @@ impl Bottleneck {
     /// Take the head out of the queue (sent or dropped), and the pushed-out frames behind it.
     fn pop_head(&mut self) -> Entry {
         let e = self.entries.pop_front().expect("a head");
-        if e.low {
+        if e.low && self.fair.is_none() {
             let p = self.low_pos.pop_front();
             debug_assert_eq!(p, Some(self.first_pos));
             self.low_bytes -= e.bytes;
@@ -414,94 +451,6 @@ impl Bottleneck {
             self.first_pos += 1;
         }
         e
-    }
-
-    /// RFC 8289's ok-to-drop test for the head, which the link starts at `now`: its
-    /// sojourn time has stayed at or above target for an interval, with more than one
-    /// MTU-sized frame queued behind it.
-    fn codel_should_drop(&mut self, c: &Codel, now: i64) -> bool {
-        let e = match self.entries.front() {
-            Some(e) => e,
-            None => {
-                self.codel.first_above = None;
-                return false;
-            }
-        };
-        if now - e.arrival_ns < c.target_ns || self.bytes - e.bytes <= CODEL_MAX_PACKET_BYTES {
-            self.codel.first_above = None;
-            return false;
-        }
-        match self.codel.first_above {
-            None => {
-                self.codel.first_above = Some(now + c.interval_ns);
-                false
-            }
-            Some(t) => now >= t,
-        }
-    }
-
-    /// Signal congestion on the head: mark it (ECN-capable, with ECN on; it is then sent,
-    /// and true is returned) or drop it (the next frame becomes the head).
-    fn codel_signal(&mut self, c: &Codel) -> bool {
-        let e = self.entries.front_mut().expect("a head to signal");
-        if c.ecn && e.ect {
-            e.ect = false; // CE now: a frame is marked once
-            self.marked.push(e.id);
-            self.stats.marks += 1;
-            return true;
-        }
-        let e = self.pop_head();
-        self.head_dropped.push(e.id);
-        self.stats.class(e.low).dropped += 1;
-        self.stats.aqm_drops += 1;
-        false
-    }
-
-    /// RFC 8289's control law: the next signal an interval / √count after `t`.
-    fn codel_next(c: &Codel, t: i64, count: u32) -> i64 {
-        t + (c.interval_ns as f64 / (count.max(1) as f64).sqrt()) as i64
-    }
-
-    /// CoDel's dequeue (RFC 8289 §5.5) for the frame at the head, which the link starts
-    /// sending when it is free: drops heads (or marks one) as the control law says, until
-    /// the head is a frame to send or the queue is empty.
-    fn codel_at_head(&mut self, c: &Codel) {
-        let now = match self.entries.front() {
-            Some(e) => e.arrival_ns.max(self.last_departure),
-            None => {
-                self.codel.dropping = false;
-                return;
-            }
-        };
-        let ok_to_drop = self.codel_should_drop(c, now);
-        if self.codel.dropping {
-            if !ok_to_drop {
-                self.codel.dropping = false;
-            }
-            while self.codel.dropping && now >= self.codel.drop_next {
-                self.codel.count += 1;
-                if self.codel_signal(c) {
-                    self.codel.drop_next = Self::codel_next(c, self.codel.drop_next, self.codel.count);
-                    return;
-                }
-                if self.codel_should_drop(c, now) {
-                    self.codel.drop_next = Self::codel_next(c, self.codel.drop_next, self.codel.count);
-                } else {
-                    self.codel.dropping = false;
-                }
-            }
-        } else if ok_to_drop {
-            if !self.codel_signal(c) {
-                // The next head's sojourn starts or clears the above-target timer.
-                self.codel_should_drop(c, now);
-            }
-            self.codel.dropping = true;
-            // Back in the dropping state soon after leaving it: resume near the old rate.
-            let delta = self.codel.count.wrapping_sub(self.codel.lastcount);
-            self.codel.count = if delta > 1 && now - self.codel.drop_next < 16 * c.interval_ns { delta } else { 1 };
-            self.codel.drop_next = Self::codel_next(c, now, self.codel.count);
-            self.codel.lastcount = self.codel.count;
-        }
     }
 
     /// Move every frame whose departure is ≤ `t` out, in order: (id, departure ns).
@@ -528,7 +477,7 @@ impl Bottleneck {
         c.sent_bytes += e.bytes;
         self.last_departure = d;
         out.push((e.id, d));
-        self.start_head();
+        self.start_head(d);
         if self.frames == 0 {
             self.red.idle_since = Some(d);
         }
@@ -602,18 +551,22 @@ impl Bottleneck {
     }
 
     /// Offer a frame arriving at `t` (kernel time; clamped to the queue's clock, which
-    /// never goes back); `ect`: it is ECN-capable. Frames that departed up to `t` are
-    /// appended to `departed`, ids of queued frames pushed out to `dropped`. Returns
-    /// whether the frame was queued.
+    /// never goes back); `ect`: it is ECN-capable; `flow`: its flow's key (frame::flow_key,
+    /// which only FQ-CoDel reads). Frames that departed up to `t` are appended to
+    /// `departed`, ids of queued frames pushed out to `dropped`. Returns whether the frame
+    /// was queued.
     #[allow(clippy::too_many_arguments)]
-    pub fn offer(&mut self, id: u64, bytes: u64, low: bool, ect: bool, t: i64, departed: &mut Vec<(u64, i64)>,
-                 dropped: &mut Vec<u64>) -> bool {
+    pub fn offer(&mut self, id: u64, bytes: u64, low: bool, ect: bool, flow: u64, t: i64,
+                 departed: &mut Vec<(u64, i64)>, dropped: &mut Vec<u64>) -> bool {
         let t = t.max(self.clock);
         self.depart_until(t, departed);
         if self.cfg.loss > 0.0 && uniform(&mut self.loss_rng) < self.cfg.loss {
             self.stats.random_drops += 1;
             self.stats.class(low).dropped += 1;
             return false;
+        }
+        if self.fair.is_some() {
+            return self.fair_offer(Entry { id, bytes, low, arrival_ns: t, ect, dead: false }, flow, dropped);
         }
         let full = self.bytes + bytes > self.cfg.limit_bytes;
         let mut mark = false;
@@ -631,6 +584,7 @@ impl Bottleneck {
                 !full && (!signal || mark)
             }
             Policy::PushOut => !full || self.push_out(self.bytes + bytes - self.cfg.limit_bytes, dropped),
+            Policy::FqCodel(_) => unreachable!("FQ-CoDel's arrivals are offered to its flows"),
             Policy::Red(r) => {
                 let early = self.red_early_drop(&r, t);
                 if early && !full {
@@ -656,12 +610,113 @@ impl Bottleneck {
         self.bytes += bytes;
         self.frames += 1;
         self.stats.class(low).enqueued += 1;
+        self.after_arrival(t);
+        true
+    }
+
+    /// What follows an arrival at `t`: the high-water marks, and the link's start if it was idle.
+    fn after_arrival(&mut self, t: i64) {
         self.stats.high_water_bytes = self.stats.high_water_bytes.max(self.bytes);
         self.stats.high_water_frames = self.stats.high_water_frames.max(self.frames);
         if self.head_departure.is_none() {
-            self.start_head();
+            self.start_head(t);
         }
-        true
+    }
+
+    /// Whether the queue needs each frame's flow key (FQ-CoDel).
+    pub fn is_fair(&self) -> bool {
+        self.fair.is_some()
+    }
+
+    /// RFC 8290 §4.1: an arrival joins its flow's queue (a flow that had none joins the new
+    /// flows with a quantum of credit); while the buffer is over its limit, the frame at
+    /// the head of the flow queue holding the most bytes is dropped (the arrival itself,
+    /// when that is where it sits alone). Never the frame being sent.
+    fn fair_offer(&mut self, e: Entry, flow: u64, dropped: &mut Vec<u64>) -> bool {
+        let (id, bytes, low, t) = (e.id, e.bytes, e.low, e.arrival_ns);
+        let fair = self.fair.as_mut().expect("FQ-CoDel");
+        let i = (flow % fair.flows.len() as u64) as usize;
+        let q = &mut fair.flows[i];
+        q.frames.push_back(e);
+        q.bytes += bytes;
+        if !q.listed {
+            q.listed = true;
+            q.deficit = fair.cfg.quantum_bytes as i64;
+            fair.new_flows.push_back(i);
+        }
+        self.bytes += bytes;
+        self.frames += 1;
+        let mut queued = true;
+        while self.bytes > self.cfg.limit_bytes {
+            let fattest = fair.new_flows.iter().chain(fair.old_flows.iter()).copied()
+                .filter(|&f| !fair.flows[f].frames.is_empty())
+                .max_by_key(|&f| (fair.flows[f].bytes, std::cmp::Reverse(f)));
+            let Some(f) = fattest else { break };
+            let victim = fair.flows[f].frames.pop_front().expect("a flow with frames");
+            fair.flows[f].bytes -= victim.bytes;
+            self.bytes -= victim.bytes;
+            self.frames -= 1;
+            self.stats.class(victim.low).dropped += 1;
+            if victim.id == id {
+                queued = false;
+            } else {
+                dropped.push(victim.id);
+            }
+        }
+        if queued {
+            self.stats.class(low).enqueued += 1;
+        }
+        self.after_arrival(t);
+        queued
+    }
+
+    /// RFC 8290 §4.2: the next frame to send, by deficit round robin over the new flows,
+    /// then the old ones, each flow's head judged by its own CoDel when the link takes it
+    /// at `now`. A flow out of credit gets a quantum more and goes to the end of the old
+    /// flows; an empty new flow goes there too (so that a flow cannot stay new by emptying
+    /// its queue each round), an empty old one leaves the lists. The frame chosen becomes
+    /// `entries`' only frame.
+    fn fair_next(&mut self, now: i64) {
+        let Bottleneck { fair, entries, stats, bytes, frames, head_dropped, marked, .. } = self;
+        let fair = fair.as_mut().expect("FQ-CoDel");
+        loop {
+            let (from_new, i) = match (fair.new_flows.front(), fair.old_flows.front()) {
+                (Some(&i), _) => (true, i),
+                (None, Some(&i)) => (false, i),
+                (None, None) => return,
+            };
+            let list = if from_new { &mut fair.new_flows } else { &mut fair.old_flows };
+            if fair.flows[i].deficit <= 0 {
+                fair.flows[i].deficit += fair.cfg.quantum_bytes as i64;
+                list.pop_front();
+                fair.old_flows.push_back(i);
+                continue;
+            }
+            let q = &mut fair.flows[i];
+            let mut codel = std::mem::take(&mut q.codel);
+            let mut head = FlowHead { q, bytes: &mut *bytes, frames: &mut *frames, stats: &mut *stats,
+                                      head_dropped: &mut *head_dropped, marked: &mut *marked };
+            codel.dequeue(&fair.cfg.codel, &mut head, now);
+            let q = &mut fair.flows[i];
+            q.codel = codel;
+            match q.frames.pop_front() {
+                Some(e) => {
+                    q.bytes -= e.bytes;
+                    q.deficit -= e.bytes as i64;
+                    entries.push_back(e);
+                    return;
+                }
+                None => {
+                    let list = if from_new { &mut fair.new_flows } else { &mut fair.old_flows };
+                    list.pop_front();
+                    if from_new {
+                        fair.old_flows.push_back(i);
+                    } else {
+                        q.listed = false;
+                    }
+                }
+            }
+        }
     }
 
     /// Free at least `need` bytes by dropping the most recently queued low-priority
@@ -726,6 +781,77 @@ impl Bottleneck {
     }
 }
 
+/// The bottleneck's FIFO under CoDel: its head is `entries`' front.
+impl HeadQueue for Bottleneck {
+    fn head_arrival(&self) -> Option<i64> {
+        self.entries.front().map(|e| e.arrival_ns)
+    }
+
+    fn behind_head(&self) -> u64 {
+        self.entries.front().map_or(0, |e| self.bytes - e.bytes)
+    }
+
+    fn mark_head(&mut self) -> bool {
+        let e = self.entries.front_mut().expect("a head to mark");
+        if !e.ect {
+            return false;
+        }
+        e.ect = false; // CE now: a frame is marked once
+        self.marked.push(e.id);
+        self.stats.marks += 1;
+        true
+    }
+
+    fn drop_head(&mut self) {
+        let e = self.pop_head();
+        self.head_dropped.push(e.id);
+        self.stats.class(e.low).dropped += 1;
+        self.stats.aqm_drops += 1;
+    }
+}
+
+/// One flow's queue of FQ-CoDel as its CoDel sees it, with the counters a drop or a mark
+/// changes (`bytes`: the whole queue's, the frame being sent has left it).
+struct FlowHead<'a> {
+    q: &'a mut FlowQueue,
+    bytes: &'a mut u64,
+    frames: &'a mut u64,
+    stats: &'a mut QueueStats,
+    head_dropped: &'a mut Vec<u64>,
+    marked: &'a mut Vec<u64>,
+}
+
+impl HeadQueue for FlowHead<'_> {
+    fn head_arrival(&self) -> Option<i64> {
+        self.q.frames.front().map(|e| e.arrival_ns)
+    }
+
+    fn behind_head(&self) -> u64 {
+        self.q.frames.front().map_or(0, |e| *self.bytes - e.bytes)
+    }
+
+    fn mark_head(&mut self) -> bool {
+        let e = self.q.frames.front_mut().expect("a head to mark");
+        if !e.ect {
+            return false;
+        }
+        e.ect = false;
+        self.marked.push(e.id);
+        self.stats.marks += 1;
+        true
+    }
+
+    fn drop_head(&mut self) {
+        let e = self.q.frames.pop_front().expect("a head to drop");
+        self.q.bytes -= e.bytes;
+        *self.bytes -= e.bytes;
+        *self.frames -= 1;
+        self.head_dropped.push(e.id);
+        self.stats.class(e.low).dropped += 1;
+        self.stats.aqm_drops += 1;
+    }
+}
+
 /// xorshift64*: a uniform draw in [0, 1), deterministic so that runs and tests repeat exactly.
 fn uniform(state: &mut u64) -> f64 {
     let mut x = *state;
@@ -749,7 +875,7 @@ mod tests {
     /// Offer and return (accepted, pushed-out ids); departures go to `dep`.
     fn offer(b: &mut Bottleneck, id: u64, bytes: u64, low: bool, t: i64, dep: &mut Vec<(u64, i64)>) -> (bool, Vec<u64>) {
         let mut dropped = Vec::new();
-        let ok = b.offer(id, bytes, low, false, t, dep, &mut dropped);
+        let ok = b.offer(id, bytes, low, false, 0, t, dep, &mut dropped);
         (ok, dropped)
     }
 
@@ -941,7 +1067,7 @@ mod tests {
             let bytes = 1000 + (id * 97) % 501;
             t += (bytes * 8 * NS_PER_S / (15 * MBIT)) as i64;
             let mut dropped = Vec::new();
-            if b.offer(id, bytes, id % 3 == 0, false, t, &mut dep, &mut dropped) {
+            if b.offer(id, bytes, id % 3 == 0, false, 0, t, &mut dep, &mut dropped) {
                 accepted.push(id);
             }
             accepted.retain(|a| !dropped.contains(a));
@@ -966,7 +1092,7 @@ mod tests {
         for id in 0..50_000u64 {
             t += (1514 * 8 * NS_PER_S / (75 * MBIT)) as i64;
             let mut d = Vec::new();
-            b.offer(id, 1514, false, false, t, &mut dep, &mut d);
+            b.offer(id, 1514, false, false, 0, t, &mut dep, &mut d);
         }
         // Between two departures of a busy link: bytes sent after the first / time.
         let (first, last) = (dep[100], dep[dep.len() - 1]);
@@ -1025,7 +1151,7 @@ mod tests {
         while id as i64 * gap < ms * 1_000_000 {
             let t = id as i64 * gap;
             let mut pushed = Vec::new();
-            assert!(b.offer(id, 1514, false, true, t, &mut dep, &mut pushed));
+            assert!(b.offer(id, 1514, false, true, 0, t, &mut dep, &mut pushed));
             arrivals.push((id, t));
             dropped.append(&mut b.head_dropped);
             marked.append(&mut b.marked);
@@ -1107,7 +1233,7 @@ mod tests {
         while (id as i64) * gap < (secs * 1e9) as i64 {
             let t = id as i64 * gap;
             let mut pushed = Vec::new();
-            let admitted = b.offer(id, 1514, false, ect, t, &mut dep, &mut pushed);
+            let admitted = b.offer(id, 1514, false, ect, 0, t, &mut dep, &mut pushed);
             let marked = b.marked.last() == Some(&id);
             seen.push((t, admitted, marked, b.pie_drop_prob()));
             id += 1;
@@ -1164,5 +1290,111 @@ mod tests {
         assert_eq!(b.pie_drop_prob(), 0.0);
         assert!(b.pie.next_update.is_none() && b.pie.burst_allowance_ns == PIE_MAX_BURST_NS);
         assert!(b.config().json().contains("\"pie\": {\"target_ns\": 15000000, \"tupdate_ns\": 15000000, \"ecn\": false}"));
+    }
+
+    fn fq(rate_bps: u64, limit: u64, codel: Codel) -> Bottleneck {
+        q(rate_bps, limit, Policy::FqCodel(FqCodel { codel, ..FqCodel::DEFAULT }))
+    }
+
+    /// FQ-CoDel on a 10 Mbit/s link: flow 1 floods it with 1514-byte frames at 20 Mbit/s
+    /// for `ms`, flow 2 sends a 200-byte frame every 50 ms. Returns the departures, each
+    /// id's (flow, arrival), the ids dropped at the heads and the queue.
+    fn fq_flood_and_sparse(ms: i64) -> (Vec<(u64, i64)>, std::collections::HashMap<u64, (u64, i64)>, Vec<u64>, Bottleneck) {
+        let mut b = fq(10 * MBIT, 1 << 30, Codel::DEFAULT);
+        let gap = (1514 * 8 * NS_PER_S / (20 * MBIT)) as i64;
+        let mut arrivals: Vec<(i64, u64, u64)> = (0..).map(|k| k * gap).take_while(|t| *t < ms * 1_000_000)
+            .map(|t| (t, 1, 1514)).collect();
+        arrivals.extend((0..).map(|k| 3_000_000 + k * 50_000_000).take_while(|t| *t < ms * 1_000_000).map(|t| (t, 2, 200)));
+        arrivals.sort();
+        let (mut dep, mut dropped, mut seen) = (Vec::new(), Vec::new(), std::collections::HashMap::new());
+        for (id, (t, flow, bytes)) in arrivals.into_iter().enumerate() {
+            let mut pushed = Vec::new();
+            assert!(b.offer(id as u64, bytes, false, false, flow, t, &mut dep, &mut pushed));
+            assert!(pushed.is_empty(), "a buffer of 1 GiB never overflows");
+            seen.insert(id as u64, (flow, t));
+            dropped.append(&mut b.head_dropped);
+        }
+        dep.extend(drain(&mut b));
+        dropped.append(&mut b.head_dropped);
+        (dep, seen, dropped, b)
+    }
+
+    #[test]
+    fn fq_codel_sends_a_sparse_flow_ahead_of_a_flood_whose_own_codel_drops_it() {
+        let (dep, seen, dropped, b) = fq_flood_and_sparse(1_000);
+        let frame_ns = 1514 * 8 * NS_PER_S as i64 / (10 * MBIT) as i64;
+        let small_ns = 200 * 8 * NS_PER_S as i64 / (10 * MBIT) as i64;
+        // The sparse flow's frame joins the new flows and goes next: it waits at most for
+        // the flood's frame on the link, then its own serialisation.
+        let sparse: Vec<i64> = dep.iter().filter(|(id, _)| seen[id].0 == 2).map(|(id, d)| d - seen[id].1).collect();
+        assert_eq!(sparse.len(), 20);
+        assert!(sparse.iter().all(|w| *w <= frame_ns + small_ns + 1), "sparse flow's waits {sparse:?}");
+        assert!(dropped.iter().all(|id| seen[id].0 == 1), "only the flood is dropped");
+        // The flood's CoDel: its first drop an interval after its sojourn first stayed above
+        // 5 ms (5 ms of backlog builds within 10 ms at twice the rate), then faster.
+        let first = dep.iter().filter(|(id, _)| *id < dropped[0]).map(|(_, d)| *d).max().unwrap();
+        assert!((100_000_000..125_000_000).contains(&first), "first drop when the link took a frame at {first} ns");
+        assert!(dropped.len() > 10 && b.stats.aqm_drops == dropped.len() as u64);
+        // The link never idles while frames wait: back to back.
+        assert!(dep.windows(2).all(|w| w[1].1 >= w[0].1), "departures never decrease");
+        assert!(b.config().json().contains(
+            "\"fq_codel\": {\"target_ns\": 5000000, \"interval_ns\": 100000000, \"ecn\": false, \"quantum_bytes\": 1514, \"flows\": 1024}"));
+        // And the same input gives the same output.
+        let (again, _, dropped_again, _) = fq_flood_and_sparse(1_000);
+        assert_eq!((again, dropped_again), (dep, dropped));
+    }
+
+    #[test]
+    fn fq_codel_shares_a_saturated_link_by_bytes_whatever_the_frame_sizes() {
+        // Two floods at the link's rate each, of 1514- and 500-byte frames; CoDel's target
+        // too far to drop within the run, so the round robin alone decides.
+        let mut b = fq(10 * MBIT, 1 << 30, Codel { target_ns: 10_000_000_000, interval_ns: 20_000_000_000, ecn: false });
+        let mut arrivals: Vec<(i64, u64, u64)> = Vec::new();
+        for (flow, bytes) in [(1u64, 1514u64), (2, 500)] {
+            let gap = (bytes * 8 * NS_PER_S / (10 * MBIT)) as i64;
+            arrivals.extend((0..).map(|k| k * gap).take_while(|t| *t < 2_000_000_000).map(|t| (t, flow, bytes)));
+        }
+        arrivals.sort();
+        let mut dep = Vec::new();
+        let mut flow_of = Vec::new();
+        for (id, (t, flow, bytes)) in arrivals.iter().enumerate() {
+            let mut pushed = Vec::new();
+            b.offer(id as u64, *bytes, false, false, *flow, *t, &mut dep, &mut pushed);
+            flow_of.push((*flow, *bytes));
+        }
+        // From 0.5 s to 2 s each flow sent half the link's bytes, within two quanta.
+        let sent = |f: u64| -> u64 { dep.iter().filter(|(id, d)| *d >= 500_000_000 && flow_of[*id as usize].0 == f)
+            .map(|(id, _)| flow_of[*id as usize].1).sum() };
+        let (big, small) = (sent(1), sent(2));
+        assert!(big.abs_diff(small) <= 2 * 1514, "1514-byte flow {big} bytes, 500-byte flow {small}");
+        assert_eq!(b.stats.aqm_drops, 0);
+    }
+
+    #[test]
+    fn fq_codel_makes_room_at_the_head_of_the_fattest_flow() {
+        // A buffer of 6 frames: flow 1's first frame goes on the link, four more queue, then
+        // flow 2 sends two. The second overflows: flow 1 (four frames) loses its oldest
+        // queued one, not the one being sent, and not flow 2's.
+        let mut b = fq(MBIT, 6 * 1514, Codel::DEFAULT);
+        let mut dep = Vec::new();
+        let mut dropped = Vec::new();
+        for id in 0..5 {
+            assert!(b.offer(id, 1514, false, false, 1, 0, &mut dep, &mut dropped));
+        }
+        assert!(b.offer(5, 1514, false, false, 2, 1_000, &mut dep, &mut dropped));
+        assert!(dropped.is_empty());
+        assert!(b.offer(6, 1514, false, false, 2, 2_000, &mut dep, &mut dropped));
+        assert_eq!(dropped, vec![1]);
+        assert_eq!(b.occupancy(), (6 * 1514, 6));
+        // Flow 2 is new: it goes right after the frame on the link, once per quantum.
+        let order: Vec<u64> = dep.iter().chain(drain(&mut b).iter()).map(|(id, _)| *id).collect();
+        assert_eq!(order, vec![0, 5, 2, 6, 3, 4]);
+        // A flow that is the fattest with only the arrival loses the arrival itself.
+        let mut b = fq(MBIT, 2 * 1514, Codel::DEFAULT);
+        let mut dropped = Vec::new();
+        assert!(b.offer(0, 1514, false, false, 1, 0, &mut dep, &mut dropped));
+        assert!(b.offer(1, 1000, false, false, 1, 0, &mut dep, &mut dropped));
+        assert!(!b.offer(2, 1514, false, false, 2, 0, &mut dep, &mut dropped));
+        assert!(dropped.is_empty() && b.stats.dropped() == 1 && b.stats.normal.enqueued == 2);
     }
 }
