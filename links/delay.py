@@ -64,6 +64,8 @@ def ring_bytes(rate_bps: float | None, delay_s: float) -> int:
 
 
 QUEUE_POLICIES = ("droptail", "pushout", "red", "codel", "pie", "fq_codel")
+# The policies whose AQM is CoDel's (fq_codel runs one per flow): a target below an interval.
+CODEL_POLICIES = ("codel", "fq_codel")
 AF13 = 14                           # DSCP of the default low-priority class
 # The line's a side faces the clients: a→b carries client → server (up), b→a the other way.
 LINE_DIRECTION = {"up": "ab", "down": "ba"}
@@ -107,9 +109,8 @@ class LineQueue:
             raise ValueError(f"DSCP values are 0..63, got {self.low_dscp}")
         if self.red is not None and self.policy != "red":
             raise ValueError("red thresholds apply to the red policy only")
-        codels = ("codel", "fq_codel")
-        if self.aqm is not None and (self.policy not in (*codels, "pie") or min(self.aqm[:2]) <= 0
-                                     or (self.policy in codels and self.aqm[1] <= self.aqm[0])):
+        if self.aqm is not None and (self.policy not in (*CODEL_POLICIES, "pie") or min(self.aqm[:2]) <= 0
+                                     or (self.policy in CODEL_POLICIES and self.aqm[1] <= self.aqm[0])):
             raise ValueError(f"aqm times apply to the codel and fq_codel policies (0 < target < interval) and the "
                              f"pie policy (both above 0) only: got {self.aqm} for {self.policy}")
         if not 0 <= self.loss < 1:
@@ -130,8 +131,8 @@ def queue_flags(direction: str, queue: LineQueue | None) -> list[str]:
         flags += [f"--red-{direction}", f"{int(lo)},{int(hi)},{p}"]
     if queue.aqm is not None:
         first, second, ecn = queue.aqm
-        # fq_codel's times are its flows' CoDel's.
-        flag = "codel" if queue.policy == "fq_codel" else queue.policy
+        # fq_codel's times are its flows' CoDel's: the line takes them as --codel.
+        flag = "codel" if queue.policy in CODEL_POLICIES else queue.policy
         flags += [f"--{flag}-{direction}", f"{int(first)},{int(second)}" + (",ecn" if ecn else "")]
     if queue.loss:
         flags += [f"--loss-{direction}", repr(queue.loss)]

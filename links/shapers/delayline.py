@@ -1,7 +1,7 @@
 """The bottleneck queue inside the delay line, with drop policies tbf cannot offer."""
 from __future__ import annotations
 
-from links.delay import AF13, LINE_DIRECTION, QUEUE_POLICIES, LineQueue
+from links.delay import AF13, CODEL_POLICIES, LINE_DIRECTION, QUEUE_POLICIES, LineQueue
 from links.shapers import Queue, Shaper
 
 # The delay line's AQM policies: their two times (scenario field → default ms), RFC 8289's
@@ -59,7 +59,7 @@ class DelayLineQueue(Shaper):
                                         f"(codel and fq_codel take target_ms, interval_ms, ecn; pie target_ms, "
                                         f"tupdate_ms, ecn)")
         aqm = {k: fields.number(k, default, low=0.01, high=10000.0) for k, default in times.items()}
-        if policy in ("codel", "fq_codel") and aqm["interval_ms"] <= aqm["target_ms"]:
+        if policy in CODEL_POLICIES and aqm["interval_ms"] <= aqm["target_ms"]:
             raise fields.error("interval_ms", f"CoDel's interval must exceed its target ({aqm['target_ms']} ms), "
                                               f"got {aqm['interval_ms']}")
         if times:
